@@ -1,0 +1,1 @@
+"""Drivers: one package per broker, all implementing :mod:`.base`."""

@@ -1,0 +1,170 @@
+"""The small interface every driver implements.
+
+The public API (``notify_transport.transport``, ``.notify``, ``.rpc``) talks to
+brokers only through :class:`BaseDriver` and the listener and message types
+here. Drivers import this module, never the API layer.
+"""
+from __future__ import annotations
+
+import abc
+import threading
+from typing import Any, Callable, Iterable, Sequence
+
+from notify_transport.exceptions import NotSupported
+from notify_transport.target import Target
+
+#: Priorities in oslo.messaging's order; topics use the lower-case names.
+PRIORITIES = ("audit", "debug", "info", "warn", "error", "critical", "sample")
+
+
+class IncomingMessage:
+    """One received message: its context, its decoded body and where it came from.
+
+    ``acknowledge()`` says processing ended; ``requeue()`` asks the driver to
+    deliver it again later. What these do depends on the driver and its
+    delivery mode (with Kafka's default mode the offset was already committed
+    before dispatch, so both are no-ops).
+    """
+
+    __slots__ = ("ctxt", "message", "topic", "partition", "offset", "key",
+                 "timestamp", "headers", "raw", "_on_ack", "_on_requeue", "_settled")
+
+    def __init__(self, ctxt: dict, message: dict, *, topic: str | None = None,
+                 partition: int | None = None, offset: int | None = None,
+                 key: bytes | None = None, timestamp: float | None = None,
+                 headers: Sequence[tuple[str, bytes]] | None = None, raw: bytes | None = None,
+                 on_ack: Callable[["IncomingMessage"], None] | None = None,
+                 on_requeue: Callable[["IncomingMessage"], None] | None = None) -> None:
+        self.ctxt = ctxt
+        self.message = message
+        self.topic = topic
+        self.partition = partition
+        self.offset = offset
+        self.key = key
+        self.timestamp = timestamp
+        self.headers = headers
+        self.raw = raw
+        self._on_ack = on_ack
+        self._on_requeue = on_requeue
+        self._settled = False
+
+    @property
+    def coordinates(self) -> str:
+        """``topic[partition]@offset``, for log lines."""
+        return f"{self.topic}[{self.partition}]@{self.offset}"
+
+    def acknowledge(self) -> None:
+        """Processing ended (successfully or not, and not to be retried)."""
+        if not self._settled:
+            self._settled = True
+            if self._on_ack is not None:
+                self._on_ack(self)
+
+    def requeue(self) -> None:
+        """Processing asked for the message to come back later."""
+        if not self._settled:
+            self._settled = True
+            if self._on_requeue is not None:
+                self._on_requeue(self)
+
+    def __repr__(self) -> str:
+        return (f"<IncomingMessage {self.coordinates} "
+                f"event_type={self.message.get('event_type')!r}>")
+
+
+class Listener(abc.ABC):
+    """A driver's subscription, polled by a listener thread of the API layer.
+
+    Batching (``batch_size``/``batch_timeout``) is the API layer's job: a
+    driver returns what it has as soon as it has anything.
+    """
+
+    def __init__(self) -> None:
+        self._stopped = threading.Event()
+
+    @abc.abstractmethod
+    def poll(self, timeout: float | None = None, max_messages: int = 1) -> list[IncomingMessage]:
+        """Return 1 to ``max_messages`` messages, or ``[]`` once ``timeout``
+        seconds passed or :meth:`stop` was called."""
+
+    def start(self) -> None:
+        """Begin receiving. Returns once messages sent from now on will be received."""
+
+    def stop(self) -> None:
+        """Stop receiving; a poll in progress returns soon."""
+        self._stopped.set()
+
+    @property
+    def stopped(self) -> bool:
+        return self._stopped.is_set()
+
+    def commit(self) -> None:
+        """Commit the progress of settled messages, where the driver tracks it."""
+
+    def cleanup(self) -> None:
+        """Release connections. Called once, after :meth:`stop`."""
+
+
+class BaseDriver(abc.ABC):
+    """What the public API needs of a broker.
+
+    ``conf`` is an ``oslo_config.cfg.ConfigOpts``; ``url`` a
+    :class:`notify_transport.url.TransportURL` whose query overrides options.
+    """
+
+    #: The transport URL scheme this driver is registered under.
+    name = "base"
+    #: Whether :meth:`send` and :meth:`listen` (RPC) are implemented.
+    supports_rpc = False
+    #: Default notification format version used by the messagingv2 driver.
+    default_notification_version = 2.0
+
+    def __init__(self, conf: Any, url: Any, default_exchange: str | None = None,
+                 allowed_remote_exmods: Iterable[str] | None = None) -> None:
+        self.conf = conf
+        self.url = url
+        self.default_exchange = default_exchange
+        self.allowed_remote_exmods = list(allowed_remote_exmods or [])
+
+    # -- notifications -------------------------------------------------------
+    @abc.abstractmethod
+    def send_notification(self, target: Target, ctxt: dict, message: dict,
+                          version: float, retry: int | None = None) -> None:
+        """Publish one notification to ``target.topic`` (already ``topic.priority``).
+
+        May return before the broker confirmed it; failures found later are
+        reported through logging and :meth:`delivery_stats`, and :meth:`flush`
+        waits for confirmation. Raises MessageDeliveryFailure when the message
+        cannot even be queued.
+        """
+
+    @abc.abstractmethod
+    def listen_for_notifications(self, targets_and_priorities: list[tuple[Target, str]],
+                                 pool: str | None, batch_size: int,
+                                 batch_timeout: float | None, **options: Any) -> Listener:
+        """Subscribe to ``topic.priority`` for each pair; ``pool`` groups competing listeners."""
+
+    def flush(self, timeout: float | None = None) -> int:
+        """Wait for queued notifications to be confirmed; return how many are still pending."""
+        return 0
+
+    def delivery_stats(self) -> dict[str, int]:
+        """Counters of sent, delivered and failed notifications."""
+        return {}
+
+    # -- RPC -----------------------------------------------------------------
+    def send(self, target: Target, ctxt: dict, message: dict, wait_for_reply: bool = False,
+             timeout: float | None = None, retry: int | None = None,
+             transport_options: Any = None) -> Any:
+        """Send an RPC request; return the reply when ``wait_for_reply``."""
+        raise NotSupported(f"The {self.name} driver carries notifications only; "
+                           "use a rabbit:// transport_url for RPC")
+
+    def listen(self, target: Target, batch_size: int = 1,
+               batch_timeout: float | None = None) -> Listener:
+        """Receive RPC requests for ``target``."""
+        raise NotSupported(f"The {self.name} driver carries notifications only; "
+                           "use a rabbit:// transport_url for RPC")
+
+    def cleanup(self) -> None:
+        """Flush what can be flushed and close every connection."""

@@ -1,0 +1,78 @@
+"""Option registration and URL-query overrides shared by every driver.
+
+A driver declares its options as an oslo.config group; :func:`resolve_options`
+reads the group and lets ``?key=value`` in the transport URL override any of
+them, converting the value with the option's own type. An unknown key is an
+error that names it, so a typo never silently falls back to a default.
+"""
+from __future__ import annotations
+
+import logging
+import types
+from typing import Any, Iterable, Mapping
+
+from oslo_config import cfg
+
+from notify_transport.exceptions import ConfigurationError, InvalidTransportURL
+
+LOG = logging.getLogger(__name__)
+
+
+def register_opts(conf: cfg.ConfigOpts, opts: Iterable[cfg.Opt], group: str | None = None) -> None:
+    """Register ``opts``, tolerating the same option already registered by oslo.messaging.
+
+    oslo.config raises ``DuplicateOptError`` when two libraries register options
+    with the same name but not the same attributes (help text included). Our
+    compatibility options copy oslo.messaging's definitions, so with the pinned
+    version nothing differs; with another version only the help text may, and
+    the option is then the same setting and is shared.
+    """
+    if group is not None:
+        conf.register_group(cfg.OptGroup(group))
+    for opt in opts:
+        try:
+            conf.register_opt(opt, group=group)
+        except cfg.DuplicateOptError:
+            existing = conf._get_opt_info(opt.dest, group)["opt"]  # noqa: SLF001
+            if type(existing) is not type(opt) or existing.default != opt.default:
+                raise ConfigurationError(
+                    f"Option [{group or 'DEFAULT'}] {opt.name} is registered by another "
+                    f"library with a different type or default ({existing.default!r} "
+                    f"vs {opt.default!r})") from None
+            LOG.debug("Option [%s] %s already registered; sharing it", group, opt.name)
+
+
+def resolve_options(conf: cfg.ConfigOpts, group: str, opts: Iterable[cfg.Opt],
+                    query: Mapping[str, str], url_for_errors: str = "") -> types.SimpleNamespace:
+    """Return the group's option values with the URL query applied on top.
+
+    Raises :class:`InvalidTransportURL` naming the key when the query holds an
+    option the group does not have or a value the option's type rejects.
+    """
+    opts = list(opts)
+    register_opts(conf, opts, group)
+    by_name = {o.name: o for o in opts}
+    section = getattr(conf, group)
+    values: dict[str, Any] = {o.dest: getattr(section, o.dest) for o in opts}
+    for key, raw in query.items():
+        opt = by_name.get(key)
+        if opt is None:
+            raise InvalidTransportURL(
+                url_for_errors,
+                f"Unknown option {key!r} in transport URL query; valid options of "
+                f"[{group}] are: {', '.join(sorted(by_name))}")
+        try:
+            if isinstance(opt, (cfg.ListOpt, cfg.MultiStrOpt)):
+                value: Any = [opt.type(v) if opt.type and not isinstance(opt, cfg.ListOpt) else v
+                              for v in raw.split(",") if v]
+                if isinstance(opt, cfg.ListOpt):
+                    value = opt.type(raw)
+            elif isinstance(opt, cfg.DictOpt):
+                value = opt.type(raw)
+            else:
+                value = opt.type(raw)
+        except (ValueError, TypeError) as exc:
+            raise InvalidTransportURL(
+                url_for_errors, f"Invalid value {raw!r} for {key!r} in transport URL: {exc}") from None
+        values[opt.dest] = value
+    return types.SimpleNamespace(**values)

@@ -1,0 +1,125 @@
+"""The oslo.messaging wire format, shared by every driver.
+
+Version 2.0 (``messagingv2``) wraps the JSON message in an envelope::
+
+    {"oslo.version": "2.0", "oslo.message": "<the message as a JSON string>"}
+
+Version 1.0 (``messaging``) sends the message JSON as is. The request context
+travels inside the message, either as one ``_context`` dict (oslo's Kafka
+driver) or as ``_context_<key>`` entries (oslo's AMQP drivers). Decoding
+accepts every combination, since both are on the wire in real deployments.
+"""
+from __future__ import annotations
+
+import datetime
+import decimal
+import enum
+import json
+import uuid
+from typing import Any
+
+from notify_transport.exceptions import DecodeError
+
+VERSION_KEY = "oslo.version"
+MESSAGE_KEY = "oslo.message"
+ENVELOPE_VERSION = "2.0"
+CONTEXT_KEY = "_context"
+CONTEXT_PREFIX = "_context_"
+
+#: context styles
+CONTEXT_DICT = "dict"
+CONTEXT_PREFIXED = "prefixed"
+
+def to_primitive(value: Any) -> Any:
+    """JSON ``default`` hook: turn common non-JSON types into primitives as oslo does."""
+    if isinstance(value, datetime.datetime):
+        return value.strftime("%Y-%m-%dT%H:%M:%S.%f")
+    if isinstance(value, (datetime.date, datetime.time)):
+        return value.isoformat()
+    if isinstance(value, (set, frozenset, tuple)):
+        return list(value)
+    if isinstance(value, (uuid.UUID, decimal.Decimal)):
+        return str(value)
+    if isinstance(value, enum.Enum):
+        return value.value
+    if isinstance(value, (bytes, bytearray)):
+        return value.decode("utf-8", "replace")
+    for attr in ("to_dict", "_asdict"):
+        if callable(getattr(value, attr, None)):
+            return getattr(value, attr)()
+    if hasattr(value, "items"):
+        return dict(value.items())
+    if hasattr(value, "__iter__"):
+        return list(value)
+    return str(value)
+
+
+_dumps = json.JSONEncoder(default=to_primitive, ensure_ascii=False).encode
+
+
+def dumps(obj: Any) -> str:
+    """Serialize to JSON, converting datetimes, sets and objects like oslo's jsonutils."""
+    return _dumps(obj)
+
+
+def encode(message: dict, ctxt: dict | None, version: float | str = 2.0,
+           context_style: str = CONTEXT_DICT) -> bytes:
+    """Return the wire bytes of ``message`` with ``ctxt`` packed inside it."""
+    msg = dict(message)
+    ctxt = ctxt or {}
+    if context_style == CONTEXT_DICT:
+        msg[CONTEXT_KEY] = ctxt
+    else:
+        for key, value in ctxt.items():
+            msg[CONTEXT_PREFIX + key] = value
+    inner = _dumps(msg)
+    if float(version) >= 2.0:
+        inner = _dumps({VERSION_KEY: ENVELOPE_VERSION, MESSAGE_KEY: inner})
+    return inner.encode("utf-8")
+
+
+def unwrap(raw: bytes | str | dict) -> dict:
+    """Parse wire bytes (or an already parsed body) and remove the 2.0 envelope."""
+    try:
+        body = json.loads(raw) if isinstance(raw, (bytes, bytearray, str)) else raw
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise DecodeError(f"not JSON: {exc}") from None
+    if not isinstance(body, dict):
+        raise DecodeError(f"expected a JSON object, got {type(body).__name__}")
+    if VERSION_KEY in body and MESSAGE_KEY in body:
+        version = str(body[VERSION_KEY])
+        if version.split(".", 1)[0] != ENVELOPE_VERSION.split(".", 1)[0]:
+            raise DecodeError(f"unsupported envelope version {version!r}")
+        inner = body[MESSAGE_KEY]
+        try:
+            body = json.loads(inner) if isinstance(inner, (str, bytes)) else inner
+        except ValueError as exc:
+            raise DecodeError(f"envelope holds invalid JSON: {exc}") from None
+        if not isinstance(body, dict):
+            raise DecodeError(f"envelope holds a {type(body).__name__}, not an object")
+    return body
+
+
+def split_context(body: dict) -> tuple[dict, dict]:
+    """Separate the request context from the message, for both context styles."""
+    ctxt = body.pop(CONTEXT_KEY, None)
+    if ctxt is not None and not isinstance(ctxt, dict):
+        raise DecodeError(f"_context is a {type(ctxt).__name__}, not an object")
+    ctxt = dict(ctxt or {})
+    for key in [k for k in body if k.startswith(CONTEXT_PREFIX)]:
+        ctxt[key[len(CONTEXT_PREFIX):]] = body.pop(key)
+    return ctxt, body
+
+
+def decode(raw: bytes | str | dict) -> tuple[dict, dict]:
+    """Return ``(ctxt, message)`` from wire bytes; raise :class:`DecodeError` if invalid."""
+    return split_context(unwrap(raw))
+
+
+def decode_notification(raw: bytes | str | dict) -> tuple[dict, dict]:
+    """Like :func:`decode`, and check the message looks like a notification."""
+    ctxt, message = decode(raw)
+    missing = [k for k in ("event_type", "priority") if not isinstance(message.get(k), str)]
+    if missing:
+        raise DecodeError(f"not a notification: missing or non-string {', '.join(missing)}")
+    return ctxt, message

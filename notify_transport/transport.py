@@ -1,0 +1,166 @@
+"""Transports: a driver chosen by the URL scheme, loaded through stevedore.
+
+Drivers register under the ``notify_transport.drivers`` entry point namespace;
+third-party packages add their own the same way. A :class:`Transport` is the
+only object the notifier, listeners and RPC client/server hold.
+"""
+from __future__ import annotations
+
+import logging
+from typing import Any, Iterable
+
+from oslo_config import cfg
+from stevedore import driver as sv_driver
+from stevedore import extension as sv_extension
+from stevedore.exception import NoMatches
+
+from notify_transport import options
+from notify_transport.drivers.base import BaseDriver, Listener
+from notify_transport.exceptions import DriverLoadFailure, InvalidTransportURL
+from notify_transport.target import Target
+from notify_transport.url import TransportURL
+
+LOG = logging.getLogger(__name__)
+
+DRIVER_NAMESPACE = "notify_transport.drivers"
+
+
+def installed_drivers() -> list[str]:
+    """Names of every driver registered under the entry point namespace."""
+    return sorted(sv_extension.ExtensionManager(DRIVER_NAMESPACE, invoke_on_load=False).names())
+
+
+class Transport:
+    """A loaded driver plus the URL it was made from."""
+
+    def __init__(self, driver: BaseDriver) -> None:
+        self._driver = driver
+        self.conf = driver.conf
+        self.url: TransportURL = driver.url
+
+    def __repr__(self) -> str:
+        return f"<{type(self).__name__} {self.url.redacted()}>"
+
+    @property
+    def driver(self) -> BaseDriver:
+        return self._driver
+
+    def _send_notification(self, target: Target, ctxt: dict, message: dict,
+                           version: float, retry: int | None = None) -> None:
+        if not target.topic:
+            from notify_transport.exceptions import InvalidTarget
+            raise InvalidTarget("A topic is required to send", target)
+        self._driver.send_notification(target, ctxt, message, version, retry=retry)
+
+    def _listen_for_notifications(self, targets_and_priorities: list[tuple[Target, str]],
+                                  pool: str | None, batch_size: int = 1,
+                                  batch_timeout: float | None = None, **options: Any) -> Listener:
+        for target, _priority in targets_and_priorities:
+            if not target.topic:
+                from notify_transport.exceptions import InvalidTarget
+                raise InvalidTarget("A topic is required to listen", target)
+        return self._driver.listen_for_notifications(
+            targets_and_priorities, pool, batch_size, batch_timeout, **options)
+
+    def _send(self, target: Target, ctxt: dict, message: dict, wait_for_reply: bool = False,
+              timeout: float | None = None, retry: int | None = None,
+              transport_options: Any = None) -> Any:
+        return self._driver.send(target, ctxt, message, wait_for_reply=wait_for_reply,
+                                 timeout=timeout, retry=retry, transport_options=transport_options)
+
+    def _listen(self, target: Target, batch_size: int = 1,
+                batch_timeout: float | None = None) -> Listener:
+        return self._driver.listen(target, batch_size, batch_timeout)
+
+    def flush(self, timeout: float | None = None) -> int:
+        """Wait for sent notifications to be confirmed; return how many are still pending."""
+        return self._driver.flush(timeout)
+
+    def delivery_stats(self) -> dict[str, int]:
+        """The driver's counters of sent, delivered and failed notifications."""
+        return self._driver.delivery_stats()
+
+    def cleanup(self) -> None:
+        """Flush pending sends and close connections."""
+        self._driver.cleanup()
+
+
+class NotificationTransport(Transport):
+    """A transport used for notifications."""
+
+
+class RPCTransport(Transport):
+    """A transport used for RPC."""
+
+
+def load_driver(conf: cfg.ConfigOpts, url: TransportURL,
+                allowed_remote_exmods: Iterable[str] | None = None) -> BaseDriver:
+    """Instantiate the driver registered for ``url.transport``."""
+    if not url.transport:
+        raise InvalidTransportURL(url.redacted(), "The transport URL names no driver")
+    kwargs = dict(default_exchange=conf.control_exchange,
+                  allowed_remote_exmods=list(allowed_remote_exmods or []))
+    try:
+        mgr = sv_driver.DriverManager(DRIVER_NAMESPACE, url.transport, invoke_on_load=True,
+                                      invoke_args=[conf, url], invoke_kwds=kwargs,
+                                      on_load_failure_callback=_raise_load_failure)
+    except NoMatches:
+        raise DriverLoadFailure(
+            url.transport,
+            f"No driver named {url.transport!r} for transport URL {url.redacted()}; "
+            f"installed drivers: {', '.join(installed_drivers()) or 'none'}") from None
+    except RuntimeError as exc:  # stevedore's "multiple drivers" error
+        raise DriverLoadFailure(url.transport, str(exc)) from None
+    return mgr.driver
+
+
+def _raise_load_failure(manager: Any, entrypoint: Any, exc: BaseException) -> None:
+    if isinstance(exc, (InvalidTransportURL, DriverLoadFailure)) or isinstance(exc, ValueError):
+        raise exc
+    raise DriverLoadFailure(entrypoint.name, f"Driver {entrypoint.name!r} failed to load: {exc}") from exc
+
+
+def _make(cls: type[Transport], conf: cfg.ConfigOpts, url: str | TransportURL | None,
+          allowed_remote_exmods: Iterable[str] | None) -> Transport:
+    parsed = TransportURL.parse(conf, url)
+    LOG.debug("Loading %s driver for %s", parsed.transport, parsed.redacted())
+    return cls(load_driver(conf, parsed, allowed_remote_exmods))
+
+
+def get_notification_transport(conf: cfg.ConfigOpts, url: str | TransportURL | None = None,
+                               allowed_remote_exmods: Iterable[str] | None = None) -> NotificationTransport:
+    """A transport for notifications.
+
+    URL precedence, as oslo.messaging: ``url``, then
+    ``[oslo_messaging_notifications] transport_url``, then ``[DEFAULT] transport_url``.
+    """
+    options.register_transport_opts(conf)
+    options.register_notifier_opts(conf)
+    if url is None:
+        url = conf[options.NOTIFICATIONS_GROUP].transport_url or conf.transport_url
+    return _make(NotificationTransport, conf, url, allowed_remote_exmods)  # type: ignore[return-value]
+
+
+def get_rpc_transport(conf: cfg.ConfigOpts, url: str | TransportURL | None = None,
+                      allowed_remote_exmods: Iterable[str] | None = None) -> RPCTransport:
+    """A transport for RPC: ``url``, else ``[DEFAULT] transport_url``."""
+    options.register_transport_opts(conf)
+    if url is None:
+        url = conf.transport_url
+    transport = _make(RPCTransport, conf, url, allowed_remote_exmods)
+    if not transport.driver.supports_rpc:
+        from notify_transport.exceptions import NotSupported
+        scheme = transport.url.transport
+        transport.cleanup()
+        raise NotSupported(f"The {scheme} driver carries notifications only and cannot be "
+                           "used for RPC; use a rabbit:// transport_url for RPC (a hybrid "
+                           "deployment sets [oslo_messaging_notifications] transport_url "
+                           "to kafka:// and [DEFAULT] transport_url to rabbit://)")
+    return transport  # type: ignore[return-value]
+
+
+def get_transport(conf: cfg.ConfigOpts, url: str | TransportURL | None = None,
+                  allowed_remote_exmods: Iterable[str] | None = None) -> Transport:
+    """A transport from ``url`` or ``[DEFAULT] transport_url``, for any use."""
+    options.register_transport_opts(conf)
+    return _make(Transport, conf, url or conf.transport_url, allowed_remote_exmods)
