@@ -1,0 +1,34 @@
+"""notify-transport: OpenStack-style notifications over Kafka, RPC over RabbitMQ.
+
+The public names, shaped like oslo.messaging's so that migrating is an import change.
+"""
+from notify_transport.exceptions import (ConfigurationError, DecodeError, DriverLoadFailure,
+                                         InvalidTarget, InvalidTransportURL, MessageDeliveryFailure,
+                                         MessagingException, MessagingServerError, MessagingTimeout,
+                                         NotSupported, ServerListenError)
+from notify_transport.notify import (NotificationFilter, NotificationResult, Notifier,
+                                     get_batch_notification_listener, get_notification_listener)
+from notify_transport.options import list_opts
+from notify_transport.serializer import NoOpSerializer, Serializer
+from notify_transport.target import Target
+from notify_transport.transport import (NotificationTransport, RPCTransport, Transport,
+                                        get_notification_transport, get_rpc_transport, get_transport)
+from notify_transport.url import TransportHost, TransportURL
+
+__all__ = [
+    "ConfigurationError", "DecodeError", "DriverLoadFailure", "InvalidTarget", "InvalidTransportURL",
+    "MessageDeliveryFailure", "MessagingException", "MessagingServerError", "MessagingTimeout",
+    "NotSupported", "ServerListenError",
+    "NotificationFilter", "NotificationResult", "Notifier", "get_batch_notification_listener",
+    "get_notification_listener", "list_opts", "NoOpSerializer", "Serializer", "Target",
+    "NotificationTransport", "RPCTransport", "Transport", "get_notification_transport",
+    "get_rpc_transport", "get_transport", "TransportHost", "TransportURL",
+]
+
+try:  # the RPC API lands with the rabbit driver
+    from notify_transport.rpc import (RemoteError, get_rpc_client,  # noqa: F401
+                                      get_rpc_server)
+except ImportError:
+    pass
+else:
+    __all__ += ["RemoteError", "get_rpc_client", "get_rpc_server"]

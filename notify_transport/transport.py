@@ -7,16 +7,16 @@ only object the notifier, listeners and RPC client/server hold.
 from __future__ import annotations
 
 import logging
+from importlib import metadata as importlib_metadata
 from typing import Any, Iterable
 
 from oslo_config import cfg
 from stevedore import driver as sv_driver
-from stevedore import extension as sv_extension
 from stevedore.exception import NoMatches
 
 from notify_transport import options
 from notify_transport.drivers.base import BaseDriver, Listener
-from notify_transport.exceptions import DriverLoadFailure, InvalidTransportURL
+from notify_transport.exceptions import DriverLoadFailure, InvalidTarget, InvalidTransportURL, NotSupported
 from notify_transport.target import Target
 from notify_transport.url import TransportURL
 
@@ -27,7 +27,7 @@ DRIVER_NAMESPACE = "notify_transport.drivers"
 
 def installed_drivers() -> list[str]:
     """Names of every driver registered under the entry point namespace."""
-    return sorted(sv_extension.ExtensionManager(DRIVER_NAMESPACE, invoke_on_load=False).names())
+    return sorted({ep.name for ep in importlib_metadata.entry_points(group=DRIVER_NAMESPACE)})
 
 
 class Transport:
@@ -48,7 +48,6 @@ class Transport:
     def _send_notification(self, target: Target, ctxt: dict, message: dict,
                            version: float, retry: int | None = None) -> None:
         if not target.topic:
-            from notify_transport.exceptions import InvalidTarget
             raise InvalidTarget("A topic is required to send", target)
         self._driver.send_notification(target, ctxt, message, version, retry=retry)
 
@@ -57,8 +56,7 @@ class Transport:
                                   batch_timeout: float | None = None, **options: Any) -> Listener:
         for target, _priority in targets_and_priorities:
             if not target.topic:
-                from notify_transport.exceptions import InvalidTarget
-                raise InvalidTarget("A topic is required to listen", target)
+                    raise InvalidTarget("A topic is required to listen", target)
         return self._driver.listen_for_notifications(
             targets_and_priorities, pool, batch_size, batch_timeout, **options)
 
@@ -149,7 +147,6 @@ def get_rpc_transport(conf: cfg.ConfigOpts, url: str | TransportURL | None = Non
         url = conf.transport_url
     transport = _make(RPCTransport, conf, url, allowed_remote_exmods)
     if not transport.driver.supports_rpc:
-        from notify_transport.exceptions import NotSupported
         scheme = transport.url.transport
         transport.cleanup()
         raise NotSupported(f"The {scheme} driver carries notifications only and cannot be "

@@ -1,0 +1,186 @@
+"""Send notifications: ``Notifier(transport, publisher_id).info(ctxt, event_type, payload)``."""
+from __future__ import annotations
+
+import datetime
+import logging
+import uuid
+from typing import Any, Callable, Iterable
+
+from notify_transport import options
+from notify_transport.exceptions import ConfigurationError
+from notify_transport.serializer import NoOpSerializer, Serializer
+from notify_transport.target import Target
+
+LOG = logging.getLogger(__name__)
+
+#: Context keys never sent on the bus (oslo.context's redacted_copy drops the same).
+SECRET_CONTEXT_KEYS = frozenset({"auth_token", "service_token", "auth_token_info",
+                                 "password", "service_password", "secret"})
+
+_NOTIFY_DRIVER_VERSIONS = {"messaging": 1.0, "messagingv2": 2.0}
+
+
+def _utcnow_str() -> str:
+    # oslo's str(timeutils.utcnow()): "YYYY-MM-DD HH:MM:SS.ffffff", naive UTC
+    return str(datetime.datetime.now(datetime.timezone.utc).replace(tzinfo=None))
+
+
+def sanitize_context(ctxt: Any) -> Any:
+    """Drop credentials from a context before it goes on the bus.
+
+    Objects with oslo.context's ``redacted_copy()`` use it; plain dicts lose
+    the keys in :data:`SECRET_CONTEXT_KEYS` (oslo.messaging 18 drops dict
+    contexts entirely; we keep the rest, which is what listeners filter on).
+    """
+    if ctxt is None:
+        return {}
+    if isinstance(ctxt, dict):
+        if SECRET_CONTEXT_KEYS.isdisjoint(ctxt):
+            return ctxt
+        return {k: v for k, v in ctxt.items() if k not in SECRET_CONTEXT_KEYS}
+    redact = getattr(ctxt, "redacted_copy", None)
+    if callable(redact):
+        return redact()
+    LOG.warning("Context of type %s has no redacted_copy(); sending an empty context",
+                type(ctxt).__name__)
+    return {}
+
+
+class Notifier:
+    """Publishes notifications at a priority to each configured topic.
+
+    ``driver`` is ``messagingv2`` (oslo's 2.0 envelope), ``messaging`` (no
+    envelope), ``log``, ``test`` or ``noop``; a list sends through several.
+    When it is None the ``[oslo_messaging_notifications] driver`` option
+    decides, and an empty option means notifications are disabled, exactly as
+    in oslo.messaging (a warning says so once).
+
+    Send failures are logged with their cause and never raised to the caller,
+    as in oslo.messaging; asynchronous delivery failures are counted by the
+    transport (``transport.delivery_stats()``) and ``flush()`` waits for them.
+    """
+
+    def __init__(self, transport: Any, publisher_id: str | None = None,
+                 driver: str | Iterable[str] | None = None, serializer: Serializer | None = None,
+                 retry: int | None = None, topics: Iterable[str] | None = None) -> None:
+        conf = transport.conf
+        options.register_notifier_opts(conf)
+        group = conf[options.NOTIFICATIONS_GROUP]
+        self.transport = transport
+        self.publisher_id = publisher_id
+        self.retry = retry
+        self._conf_retry = group.retry
+        self._serializer = serializer or NoOpSerializer()
+        if driver is None:
+            names = list(group.driver)
+        elif isinstance(driver, str):
+            names = [driver]
+        else:
+            names = list(driver)
+        self._driver_names = names
+        self._topics = list(topics) if topics is not None else list(group.topics)
+        self._senders = [self._make_sender(n) for n in names]
+        self._targets: dict[str, list[Target]] = {}
+        if not self._senders:
+            LOG.warning("Notifier %r has no driver configured ([%s] driver is empty): "
+                        "notifications are disabled", publisher_id, options.NOTIFICATIONS_GROUP)
+
+    def _make_sender(self, name: str) -> Callable[[dict, dict, str, int | None], None]:
+        if name in _NOTIFY_DRIVER_VERSIONS:
+            version = _NOTIFY_DRIVER_VERSIONS[name]
+
+            def send(ctxt: dict, msg: dict, priority: str, retry: int | None) -> None:
+                for target in self._targets_for(priority):
+                    try:
+                        self.transport._send_notification(target, ctxt, msg, version, retry=retry)
+                    except Exception as exc:  # never break the caller, as oslo does
+                        LOG.error("Could not send notification %s (%s) to %s: %s",
+                                  msg["message_id"], msg["event_type"], target.topic, exc,
+                                  exc_info=LOG.isEnabledFor(logging.DEBUG))
+            return send
+        if name == "log":
+            def send(ctxt: dict, msg: dict, priority: str, retry: int | None) -> None:
+                from notify_transport.drivers.envelope import dumps
+                logger = logging.getLogger(f"notify_transport.notification.{msg['event_type']}")
+                logger.log(getattr(logging, priority.upper(), logging.INFO)
+                           if priority.upper() in ("DEBUG", "INFO", "WARN", "ERROR", "CRITICAL")
+                           else logging.INFO, dumps(msg))
+            return send
+        if name == "noop":
+            return lambda ctxt, msg, priority, retry: None
+        if name == "test":
+            self.sent: list[tuple[dict, dict, str]] = []
+            return lambda ctxt, msg, priority, retry: self.sent.append((ctxt, msg, priority))
+        raise ConfigurationError(
+            f"Unknown notification driver {name!r}; use messagingv2, messaging, log, test or noop")
+
+    def _targets_for(self, priority: str) -> list[Target]:
+        targets = self._targets.get(priority)
+        if targets is None:
+            prio = priority.lower()
+            targets = self._targets[priority] = [Target(topic=f"{t}.{prio}") for t in self._topics]
+        return targets
+
+    def is_enabled(self) -> bool:
+        """False when no driver is configured (notifications are dropped by design)."""
+        return bool(self._senders)
+
+    def _notify(self, ctxt: Any, event_type: str, payload: Any, priority: str,
+                publisher_id: str | None = None, retry: int | None = None) -> None:
+        if not self._senders:
+            return
+        payload = self._serializer.serialize_entity(ctxt, payload)
+        ctxt = self._serializer.serialize_context(sanitize_context(ctxt))
+        if not isinstance(ctxt, dict):
+            ctxt = ctxt.to_dict() if hasattr(ctxt, "to_dict") else dict(ctxt)
+        msg = {"message_id": str(uuid.uuid4()),
+               "publisher_id": publisher_id or self.publisher_id,
+               "event_type": event_type,
+               "priority": priority,
+               "payload": payload,
+               "timestamp": _utcnow_str()}
+        if retry is None:
+            retry = self.retry if self.retry is not None else self._conf_retry
+        for send in self._senders:
+            send(ctxt, msg, priority, retry)
+
+    def audit(self, ctxt: Any, event_type: str, payload: Any) -> None:
+        self._notify(ctxt, event_type, payload, "AUDIT")
+
+    def debug(self, ctxt: Any, event_type: str, payload: Any) -> None:
+        self._notify(ctxt, event_type, payload, "DEBUG")
+
+    def info(self, ctxt: Any, event_type: str, payload: Any) -> None:
+        self._notify(ctxt, event_type, payload, "INFO")
+
+    def warn(self, ctxt: Any, event_type: str, payload: Any) -> None:
+        self._notify(ctxt, event_type, payload, "WARN")
+
+    warning = warn
+
+    def error(self, ctxt: Any, event_type: str, payload: Any) -> None:
+        self._notify(ctxt, event_type, payload, "ERROR")
+
+    def critical(self, ctxt: Any, event_type: str, payload: Any) -> None:
+        self._notify(ctxt, event_type, payload, "CRITICAL")
+
+    def sample(self, ctxt: Any, event_type: str, payload: Any) -> None:
+        self._notify(ctxt, event_type, payload, "SAMPLE")
+
+    def prepare(self, publisher_id: str | None = None, retry: int | None = None) -> "Notifier":
+        """A notifier sharing this one's transport and drivers with other defaults."""
+        return _SubNotifier(self, publisher_id or self.publisher_id,
+                            retry if retry is not None else self.retry)
+
+    def flush(self, timeout: float | None = None) -> int:
+        """Wait until sent notifications are confirmed; return how many are still pending."""
+        return self.transport.flush(timeout)
+
+
+class _SubNotifier(Notifier):
+    """A prepared notifier: the parent's senders with another publisher_id/retry."""
+
+    def __init__(self, base: Notifier, publisher_id: str | None, retry: int | None) -> None:
+        self.__dict__.update(base.__dict__)
+        self.publisher_id = publisher_id
+        self.retry = retry
