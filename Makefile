@@ -1,0 +1,14 @@
+# Quick start: `make demo` then `make test`.
+.PHONY: demo test setup docs bench
+demo:
+	bash scripts/setup.sh embedded
+	.venv/bin/notify-transport demo
+test:
+	bash scripts/test.sh
+setup:
+	bash scripts/setup.sh
+docs: setup
+	.venv/bin/sphinx-build -W -b html doc/source doc/build/html
+bench: setup
+	bash scripts/rabbitmq.sh
+	.venv/bin/notify-transport bench

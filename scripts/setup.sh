@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# Set up from nothing, idempotently: a virtualenv in .venv with the project and
+# the extras named as arguments (default: everything the tests need), plus the
+# system pieces those extras need (Java for Spark, RabbitMQ for the tests).
+set -euo pipefail
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+VENV=${VENV:-$ROOT/.venv}
+PYTHON=${PYTHON:-python3}
+EXTRAS=${1:-test,embedded,spark,docs,bench}
+
+log() { printf '[setup] %s\n' "$*"; }
+
+"$PYTHON" -c 'import sys; sys.exit(sys.version_info < (3, 11))' \
+  || { echo "Python >= 3.11 required (found $("$PYTHON" --version 2>&1))" >&2; exit 1; }
+
+apt_install() {
+  log "installing $* with apt-get"
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq >/dev/null
+  apt-get install -y -qq "$@" >/dev/null
+}
+
+if [ ! -x "$VENV/bin/python" ]; then
+  log "creating virtualenv $VENV"
+  "$PYTHON" -m venv "$VENV"
+fi
+"$VENV/bin/python" -m pip install -q --disable-pip-version-check --upgrade pip setuptools wheel
+log "installing notify-transport[$EXTRAS]"
+"$VENV/bin/python" -m pip install -q --disable-pip-version-check -e "$ROOT[$EXTRAS]"
+
+case ",$EXTRAS," in
+  *,spark,*)
+    if ! java -version 2>&1 | grep -qE 'version "(17|21)'; then
+      apt_install openjdk-17-jre-headless
+    fi ;;
+esac
+log "done: $VENV"
