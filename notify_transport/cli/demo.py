@@ -20,6 +20,7 @@ from notify_transport import (Notifier, Target, get_notification_listener,
 from notify_transport.cli.common import add_transport_args, load_conf, url_or_embedded_broker
 from notify_transport.url import TransportURL
 
+PUBLISHERS = 16
 EVENTS = (("info", "compute.instance.create.end"), ("info", "compute.instance.delete.end"),
           ("warn", "compute.instance.resize.prep"), ("error", "compute.instance.create.error"),
           ("audit", "identity.authenticate"), ("sample", "metering.cpu"))
@@ -107,12 +108,16 @@ def _exchange(transport: Any, pools: list[str], args: argparse.Namespace) -> int
                 servers.append(server)
         print(f"started {len(servers)} listeners on topic {topic!r} in pools {', '.join(pools)} "
               f"({time.monotonic() - started:.1f}s)")
-        notifier = Notifier(transport, publisher_id=f"demo.{socket.gethostname()}",
-                            driver="messagingv2", topics=[topic])
+        base = Notifier(transport, driver="messagingv2", topics=[topic])
+        # several publishers: Kafka keys by publisher_id, so they spread over partitions
+        host = socket.gethostname()
+        notifiers = [base.prepare(publisher_id=f"compute.{host}-{n}") for n in range(PUBLISHERS)]
         t0 = time.monotonic()
         for seq in range(args.count):
             priority, event_type = EVENTS[seq % len(EVENTS)]
+            notifier = notifiers[seq % PUBLISHERS]
             getattr(notifier, priority)({"request_id": f"req-{seq}"}, event_type, {"seq": seq})
+        notifier = base
         pending = notifier.flush(args.timeout)
         sent_s = time.monotonic() - t0
         stats = transport.delivery_stats()
