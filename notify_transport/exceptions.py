@@ -65,3 +65,92 @@ class InvalidTarget(MessagingException, ValueError):
     def __init__(self, msg: str, target: object) -> None:
         super().__init__(f"{msg}: {target}")
         self.target = target
+
+
+# -- RPC ---------------------------------------------------------------------
+# Names, constructor arguments and messages follow oslo.messaging, so code that
+# catches or inspects them keeps working after the import change.
+
+
+class MessageUndeliverable(MessagingException):
+    """The broker could not route a message sent with the mandatory flag."""
+
+    def __init__(self, exception: object, exchange: str, routing_key: str, message: object) -> None:
+        super().__init__(f"Message to exchange {exchange!r} with routing key {routing_key!r} "
+                         f"was not routed: {exception}")
+        self.exception = exception
+        self.exchange = exchange
+        self.routing_key = routing_key
+        self.message = message
+
+
+class AccessDenied(MessageDeliveryFailure):
+    """The broker refused the credentials or the virtual host (not worth retrying as is)."""
+
+
+class RemoteError(MessagingException):
+    """A remote endpoint raised an exception that is not re-raised locally.
+
+    ``exc_type`` is the remote class name, ``value`` its message and
+    ``traceback`` the formatted remote traceback (a list of lines).
+    """
+
+    def __init__(self, exc_type: str | None = None, value: str | None = None,
+                 traceback: object = None) -> None:
+        self.exc_type = exc_type
+        self.value = value
+        self.traceback = traceback
+        super().__init__(f"Remote error: {exc_type} {value}\n{traceback}.")
+
+
+class RPCVersionCapError(MessagingException):
+    """A call asked for a version above the client's version cap."""
+
+    def __init__(self, version: str, version_cap: str) -> None:
+        self.version = version
+        self.version_cap = version_cap
+        super().__init__(f"Requested message version, {version} is incompatible.  It needs to be "
+                         "equal in major version and less than or equal in minor version as the "
+                         f"specified version cap {version_cap}.")
+
+
+class ClientSendError(MessagingException):
+    """A request could not be handed to the transport."""
+
+    def __init__(self, target: object, ex: BaseException) -> None:
+        super().__init__(f'Failed to send to target "{target}": {ex}')
+        self.target = target
+        self.ex = ex
+
+
+class RPCDispatcherError(MessagingServerError):
+    """Base class of the RPC dispatcher's errors."""
+
+
+class NoSuchMethod(RPCDispatcherError, AttributeError):
+    """No endpoint exposes the requested method (or the access policy forbids it)."""
+
+    def __init__(self, method: str) -> None:
+        super().__init__(f"Endpoint does not support RPC method {method}")
+        self.method = method
+
+
+class UnsupportedVersion(RPCDispatcherError):
+    """No endpoint of the requested namespace supports the requested version."""
+
+    def __init__(self, version: str, method: str | None = None) -> None:
+        msg = f"Endpoint does not support RPC version {version}"
+        if method:
+            msg = f"{msg}. Attempted method: {method}"
+        super().__init__(msg)
+        self.version = version
+        self.method = method
+
+
+class ExpectedException(Exception):
+    """Wraps an exception an endpoint expects to raise: the client gets the
+    original exception, and the server logs it without a traceback."""
+
+    def __init__(self) -> None:
+        import sys
+        self.exc_info = sys.exc_info()

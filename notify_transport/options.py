@@ -81,4 +81,6 @@ def list_opts() -> list[tuple[str | None, list[Any]]]:
         pass
     else:
         groups.append((RABBIT_GROUP, copy.deepcopy(rabbit_opts())))
+    from notify_transport.rpc.options import all_opts as rpc_opts  # [DEFAULT] RPC options
+    groups[0][1].extend(copy.deepcopy(rpc_opts()))
     return groups

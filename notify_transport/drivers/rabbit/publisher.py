@@ -1,0 +1,296 @@
+"""Publishing with publisher confirms on one channel, many messages in flight.
+
+Callers on any thread hand a :class:`PendingPublish` to the I/O thread and
+wait on it (or get a callback). The I/O thread declares what the message
+needs (exchange, and for notifications the default queue) with ``nowait``
+declarations, which the broker processes in channel order before the
+publish, so no round trip is spent on them. Confirms (``Basic.Ack``, possibly
+``multiple``) complete messages; a ``Basic.Return`` before the ack marks a
+mandatory message unroutable. Messages whose channel or connection was lost
+before the confirm go back to a backlog and are published again after the
+reconnect, within their ``retry`` budget (a duplicate is possible then, which
+is why messages carry oslo's ``_unique_id`` for receivers to drop repeats).
+"""
+from __future__ import annotations
+
+import collections
+import logging
+import threading
+from typing import Callable
+
+import pika
+import pika.exceptions as pex
+from pika.channel import Channel
+
+from notify_transport.drivers.rabbit.connection import ChannelUser, RabbitConnection, describe
+from notify_transport.drivers.rabbit.topology import ExchangeSpec, QueueSpec
+from notify_transport.exceptions import AccessDenied, MessageDeliveryFailure
+
+LOG = logging.getLogger(__name__)
+
+#: Channel errors a message may meet (e.g. a fanout exchange deleted under it) before failing.
+MAX_CHANNEL_ERRORS = 5
+
+
+class PendingPublish:
+    """One message until the broker confirmed it, returned it, or it failed."""
+
+    __slots__ = ("exchange", "routing_key", "body", "properties", "mandatory", "queue", "retry",
+                 "attempts", "channel_errors", "returned", "error", "cancelled", "_pending_return",
+                 "_event", "_on_done")
+
+    def __init__(self, exchange: ExchangeSpec, routing_key: str, body: bytes,
+                 properties: pika.BasicProperties, mandatory: bool = False,
+                 queue: QueueSpec | None = None, retry: int | None = None,
+                 on_done: Callable[["PendingPublish"], None] | None = None) -> None:
+        self.exchange = exchange
+        self.routing_key = routing_key
+        self.body = body
+        self.properties = properties
+        self.mandatory = mandatory
+        self.queue = queue
+        self.retry = None if retry is None or retry < 0 else retry
+        self.attempts = 0
+        self.channel_errors = 0
+        #: "<code> <text>" when the broker returned the message as unroutable
+        self.returned: str | None = None
+        self.error: BaseException | None = None
+        self.cancelled = False
+        self._pending_return: str | None = None
+        self._event = threading.Event()
+        self._on_done = on_done
+
+    def __repr__(self) -> str:
+        return f"<PendingPublish {self.exchange.name or '(default)'}/{self.routing_key}>"
+
+    @property
+    def done(self) -> bool:
+        return self._event.is_set()
+
+    @property
+    def ok(self) -> bool:
+        """Confirmed by the broker and routed to at least one queue."""
+        return self._event.is_set() and self.error is None and self.returned is None
+
+    def wait(self, timeout: float | None = None) -> bool:
+        return self._event.wait(timeout)
+
+    def cancel(self) -> None:
+        """The sender gave up: do not publish it if it has not gone out yet."""
+        self.cancelled = True
+
+    def finish(self, error: BaseException | None = None, returned: str | None = None) -> None:
+        if self._event.is_set():
+            return
+        self.error = error
+        self.returned = returned
+        self._event.set()
+        if self._on_done is not None:
+            try:
+                self._on_done(self)
+            except Exception:
+                LOG.exception("Callback of %r failed", self)
+
+
+class Publisher(ChannelUser):
+    """The publishing channel of a connection."""
+
+    name = "publisher"
+
+    def __init__(self, conn: RabbitConnection, confirms: bool = True) -> None:
+        self.conn = conn
+        self.confirms = confirms
+        self._channel: Channel | None = None
+        self._ready = False
+        self._next_tag = 1
+        self._backlog: collections.deque[PendingPublish] = collections.deque()
+        self._unconfirmed: dict[int, PendingPublish] = {}
+        self._by_key: dict[str, PendingPublish] = {}
+        self._declared: set[str] = set()
+        self._declared_queues: set[str] = set()
+        self._reopen_failures = 0
+        conn.add_user(self)
+
+    def publish(self, message: PendingPublish) -> PendingPublish:
+        """Queue ``message`` for the I/O thread (thread-safe) and return it."""
+        if self.conn.in_io_thread():
+            self._io_send(message)
+        else:
+            self.conn.call_soon(self._io_send, message)
+        return message
+
+    # -- I/O thread ----------------------------------------------------------------
+    def io_channel_open(self, channel: Channel) -> None:
+        self._channel = channel
+        channel.add_on_return_callback(self._io_on_return)
+        if self.confirms:
+            channel.confirm_delivery(ack_nack_callback=self._io_on_confirm,
+                                     callback=lambda _frame: self._io_ready(channel))
+        else:
+            self._io_ready(channel)
+
+    def _io_ready(self, channel: Channel) -> None:
+        if channel is not self._channel:
+            return
+        self._ready = True
+        self._next_tag = 1
+        self._declared.clear()
+        self._declared_queues.clear()
+        backlog, self._backlog = self._backlog, collections.deque()
+        for message in backlog:
+            self._io_send(message)
+
+    def _io_send(self, message: PendingPublish) -> None:
+        if message.done:
+            return
+        if message.cancelled:
+            message.finish(error=MessageDeliveryFailure("cancelled by the sender"))
+            return
+        channel = self._channel
+        if not self._ready or channel is None or not channel.is_open:
+            self._backlog.append(message)
+            return
+        tag = self._next_tag
+        try:
+            self._io_declare(channel, message)
+            if message.mandatory:
+                key = str(tag)
+                message.properties.message_id = key
+                self._by_key[key] = message
+            channel.basic_publish(message.exchange.name, message.routing_key, message.body,
+                                  message.properties, mandatory=message.mandatory)
+        except (pex.ChannelWrongStateError, pex.ChannelClosed, pex.ConnectionClosed,
+                pex.StreamLostError, pex.ConnectionWrongStateError):
+            self._by_key.pop(str(tag), None)
+            self._backlog.append(message)
+            return
+        except Exception as exc:  # e.g. a body pika cannot frame
+            self._by_key.pop(str(tag), None)
+            message.finish(error=MessageDeliveryFailure(f"cannot publish: {exc}"))
+            return
+        self._next_tag = tag + 1
+        if self.confirms:
+            self._unconfirmed[tag] = message
+        else:
+            self._by_key.pop(str(tag), None)
+            message.finish()
+
+    def _io_declare(self, channel: Channel, message: PendingPublish) -> None:
+        exchange = message.exchange
+        if exchange.name and exchange.name not in self._declared:
+            self._io_declare_exchange(channel, exchange)
+        queue = message.queue
+        if queue is not None and queue.name not in self._declared_queues:
+            channel.queue_declare(queue.name, passive=queue.name in self.conn.passive_names,
+                                  durable=queue.durable, auto_delete=queue.auto_delete,
+                                  arguments=queue.arguments or None)
+            for bound_exchange, routing_key in queue.bindings:
+                if bound_exchange.name not in self._declared:
+                    self._io_declare_exchange(channel, bound_exchange)
+                channel.queue_bind(queue.name, bound_exchange.name, routing_key)
+            self._declared_queues.add(queue.name)
+
+    def _io_declare_exchange(self, channel: Channel, exchange: ExchangeSpec) -> None:
+        channel.exchange_declare(exchange.name, exchange.type,
+                                 passive=exchange.name in self.conn.passive_names,
+                                 durable=exchange.durable, auto_delete=exchange.auto_delete)
+        self._declared.add(exchange.name)
+
+    def _io_on_return(self, channel: Channel, method: pika.spec.Basic.Return,
+                      properties: pika.BasicProperties, body: bytes) -> None:
+        message = self._by_key.get(properties.message_id or "")
+        reason = f"{method.reply_code} {method.reply_text}"
+        if message is None:
+            LOG.warning("Message to exchange %r routing key %r returned by the broker: %s",
+                        method.exchange, method.routing_key, reason)
+            return
+        if self.confirms:
+            message._pending_return = reason  # noqa: SLF001 - completed by the ack that follows
+        else:
+            message.returned = reason
+
+    def _io_on_confirm(self, frame: pika.frame.Method) -> None:
+        method = frame.method
+        tag = method.delivery_tag
+        if method.multiple:
+            tags = []
+            for pending_tag in self._unconfirmed:
+                if pending_tag > tag:
+                    break
+                tags.append(pending_tag)
+        else:
+            tags = [tag]
+        acked = isinstance(method, pika.spec.Basic.Ack)
+        if acked:
+            self._reopen_failures = 0
+        for pending_tag in tags:
+            message = self._unconfirmed.pop(pending_tag, None)
+            if message is None:
+                continue
+            self._by_key.pop(str(pending_tag), None)
+            if acked:
+                message.finish(returned=message._pending_return)  # noqa: SLF001
+            else:
+                message.attempts += 1
+                if message.retry is not None and message.attempts > message.retry:
+                    message.finish(error=MessageDeliveryFailure("the broker rejected (nacked) the message"))
+                else:
+                    LOG.warning("The broker nacked a message to %r; publishing it again",
+                                message.exchange.name)
+                    self._io_send(message)
+
+    def io_channel_closed(self, channel: Channel, reason: BaseException) -> None:
+        if channel is not self._channel:
+            return
+        self._channel = None
+        self._ready = False
+        lost = list(self._unconfirmed.values())
+        self._unconfirmed.clear()
+        self._by_key.clear()
+        channel_error = isinstance(reason, pex.ChannelClosedByBroker)
+        retry_may_help = self.conn.note_entity_error(reason) if channel_error else True
+        if channel_error:
+            LOG.warning("Publishing channel closed by the broker: %s", describe(reason))
+        for message in reversed(lost):
+            message._pending_return = None  # noqa: SLF001
+            if channel_error:
+                message.channel_errors += 1
+                if not retry_may_help or message.channel_errors > MAX_CHANNEL_ERRORS:
+                    message.finish(error=MessageDeliveryFailure(
+                        f"publishing to exchange {message.exchange.name!r} failed: {describe(reason)}"))
+                    continue
+            else:
+                message.attempts += 1
+                if message.retry is not None and message.attempts > message.retry:
+                    message.finish(error=MessageDeliveryFailure(
+                        f"connection lost before the broker confirmed the message "
+                        f"({describe(reason)}), after {message.attempts} attempt(s)"))
+                    continue
+            self._backlog.appendleft(message)
+
+    def io_connect_failed(self, error: BaseException) -> None:
+        fatal = self.conn.fatal_error
+        keep: collections.deque[PendingPublish] = collections.deque()
+        for message in self._backlog:
+            message.attempts += 1
+            if isinstance(fatal, AccessDenied):
+                message.finish(error=fatal)
+            elif message.retry is not None and message.attempts > message.retry:
+                message.finish(error=MessageDeliveryFailure(
+                    f"cannot connect to RabbitMQ after {message.attempts} attempt(s): "
+                    f"{self.conn.last_error}"))
+            elif not message.done:
+                keep.append(message)
+        self._backlog = keep
+
+    def io_reopen_delay(self, reason: BaseException) -> float | None:
+        self._reopen_failures += 1
+        return min(0.01 * (2 ** min(self._reopen_failures, 8)), 2.0)
+
+    def io_fail_all(self, error: BaseException) -> None:
+        """Fail everything not yet confirmed (used when closing)."""
+        for message in list(self._unconfirmed.values()) + list(self._backlog):
+            message.finish(error=error)
+        self._unconfirmed.clear()
+        self._backlog.clear()
+        self._by_key.clear()

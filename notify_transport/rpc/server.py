@@ -1,0 +1,228 @@
+"""The RPC server: ``start()``, ``stop()``, ``wait()`` as in oslo.messaging.
+
+Worker threads poll the driver listener themselves and dispatch what they
+get, so a request goes from the connection's I/O thread to the thread that
+runs it in one hop (oslo polls in one thread and hands over to an executor).
+Workers are added when all of them are busy, up to
+``[DEFAULT] executor_thread_pool_size``. ``stop()`` stops receiving;
+requests already received are still handled, and ``wait()`` returns when the
+last one is done, then releases the listener.
+"""
+from __future__ import annotations
+
+import logging
+import sys
+import threading
+import time
+from typing import Any, Iterable
+
+from notify_transport.drivers.base import Listener
+from notify_transport.exceptions import (ConfigurationError, ExpectedException, InvalidTarget,
+                                         MessageUndeliverable, NoSuchMethod, ServerListenError)
+from notify_transport.rpc import options
+from notify_transport.rpc.access import RPCAccessPolicyBase, expose
+from notify_transport.rpc.dispatcher import RPCDispatcher
+from notify_transport.serializer import Serializer
+from notify_transport.target import Target
+from notify_transport.transport import RPCTransport
+
+LOG = logging.getLogger(__name__)
+
+__all__ = ["RPCServer", "get_rpc_server", "expected_exceptions", "expose"]
+
+#: How long an idle worker's poll blocks before checking for stop().
+POLL_INTERVAL = 1.0
+
+
+class RPCServer:
+    """Serves the endpoints of one target (topic and server name)."""
+
+    def __init__(self, transport: Any, target: Target, dispatcher: RPCDispatcher,
+                 executor: str | None = "threading") -> None:
+        if executor not in (None, "threading"):
+            raise ConfigurationError(f"Unsupported executor {executor!r}: only 'threading' is "
+                                     "supported (the eventlet executor is deprecated)")
+        if not isinstance(transport, RPCTransport):
+            LOG.warning("Using notification transport for RPC. Please use get_rpc_transport to "
+                        "obtain an RPC transport instance.")
+        if not (target.topic and target.server):
+            raise InvalidTarget("A server's target must have topic and server names specified",
+                                target)
+        options.register_server_opts(transport.conf)
+        self.conf = transport.conf
+        self.transport = transport
+        self.target = target
+        self.dispatcher = dispatcher
+        self.listener: Listener | None = None
+        self._lock = threading.Lock()
+        self._workers: list[threading.Thread] = []
+        self._idle = 0
+        self._max_workers = 1
+        self._stopping = threading.Event()
+        self._started = False
+
+    def __repr__(self) -> str:
+        return f"<RPCServer {self.target.topic}.{self.target.server}>"
+
+    def start(self, override_pool_size: int | None = None) -> None:
+        """Listen and start handling requests; returns once the queues are consumed."""
+        with self._lock:
+            if self._started:
+                LOG.warning("The server has already been started. Ignoring the redundant call "
+                            "to start().")
+                return
+            self._max_workers = max(1, int(override_pool_size or self.conf.executor_thread_pool_size))
+            try:
+                listener = self.transport._listen(self.target, 1, None)  # noqa: SLF001
+            except (ConfigurationError, InvalidTarget):
+                raise
+            except Exception as exc:
+                raise ServerListenError(self.target, exc) from exc
+            try:
+                listener.start()
+            except Exception as exc:
+                listener.stop()
+                listener.cleanup()
+                raise ServerListenError(self.target, exc) from exc
+            self.listener = listener
+            self._stopping.clear()
+            self._started = True
+            self._spawn()
+
+    def stop(self) -> None:
+        """Stop receiving requests; those already received are still handled."""
+        with self._lock:
+            self._stopping.set()
+            if self.listener is not None:
+                self.listener.stop()
+            self._started = False
+
+    def wait(self, timeout: float | None = None) -> None:
+        """Wait for the requests in progress to finish, then release the listener."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while True:
+            with self._lock:
+                workers = [w for w in self._workers if w.is_alive()]
+            if not workers:
+                break
+            for worker in workers:
+                worker.join(None if deadline is None else max(0.0, deadline - time.monotonic()))
+            if deadline is not None and time.monotonic() >= deadline:
+                LOG.warning("%r: requests still running after %.1fs", self, timeout)
+                return
+        with self._lock:
+            self._workers = []
+            if self.listener is not None:
+                try:
+                    self.listener.cleanup()
+                finally:
+                    self.listener = None
+
+    def reset(self) -> None:
+        """Kept for oslo.messaging compatibility; nothing to reset."""
+
+    # -- workers -------------------------------------------------------------------
+    def _spawn(self) -> None:
+        worker = threading.Thread(target=self._work, name=f"rpc-{self.target.topic}-{len(self._workers)}",
+                                  daemon=True)
+        self._workers.append(worker)
+        self._idle += 1
+        worker.start()
+
+    def _work(self) -> None:
+        listener = self.listener
+        assert listener is not None
+        while True:
+            try:
+                incoming = listener.poll(timeout=POLL_INTERVAL, max_messages=1)
+            except Exception:
+                LOG.exception("%r: polling failed", self)
+                if self._stopping.wait(1.0):
+                    break
+                continue
+            if not incoming:
+                if self._stopping.is_set():
+                    break  # stopped and drained
+                continue
+            with self._lock:
+                self._idle -= 1
+                if self._idle == 0 and len(self._workers) < self._max_workers and not self._stopping.is_set():
+                    self._spawn()
+            try:
+                for message in incoming:
+                    self._process(message)
+            finally:
+                with self._lock:
+                    self._idle += 1
+        with self._lock:
+            self._idle -= 1
+
+    def _process(self, message: Any) -> None:
+        method = message.message.get("method")
+        started = time.monotonic()
+        failure = None
+        result = None
+        try:
+            result = self.dispatcher.dispatch(message)
+        except ExpectedException as exc:
+            failure = exc.exc_info
+            LOG.debug("Expected exception during message handling (%s)", exc)
+        except NoSuchMethod as exc:
+            failure = sys.exc_info()
+            if exc.method.endswith("_ignore_errors"):
+                LOG.debug("Method %s not found", exc.method)
+            else:
+                LOG.exception("Exception during message handling")
+        except Exception:
+            failure = sys.exc_info()
+            LOG.exception("Exception during message handling")
+        try:
+            if failure is None:
+                message.reply(result)
+            else:
+                message.reply(failure=failure)
+            LOG.debug("Replied to %s (msg_id %s) after %.3fs", method,
+                      getattr(message, "msg_id", None), time.monotonic() - started)
+        except MessageUndeliverable as exc:
+            LOG.exception("MessageUndeliverable error, source exception: %s, routing_key: %s, "
+                          "exchange: %s: ", exc.exception, exc.routing_key, exc.exchange)
+        except Exception:
+            LOG.exception("Can not send reply for message")
+        finally:
+            del failure
+
+
+def get_rpc_server(transport: Any, target: Target, endpoints: Iterable[Any],
+                   executor: str | None = "threading", serializer: Serializer | None = None,
+                   access_policy: type[RPCAccessPolicyBase] | None = None,
+                   server_cls: type[RPCServer] = RPCServer) -> RPCServer:
+    """An RPC server for ``target`` (topic and server) dispatching to ``endpoints``.
+
+    ``access_policy`` is a class: :class:`DefaultRPCAccessPolicy` (public
+    methods, the default) or :class:`ExplicitRPCAccessPolicy` (only methods
+    decorated with :func:`expose`).
+    """
+    options.register_server_opts(transport.conf)
+    dispatcher = RPCDispatcher(endpoints, serializer, access_policy,
+                               ping_enabled=transport.conf.rpc_ping_enabled)
+    return server_cls(transport, target, dispatcher, executor)
+
+
+def expected_exceptions(*exceptions: type[BaseException]) -> Any:
+    """Decorator for endpoint methods: the listed exceptions reach the client
+    as themselves but are not logged as server errors."""
+
+    def outer(func: Any) -> Any:
+        def inner(*args: Any, **kwargs: Any) -> Any:
+            try:
+                return func(*args, **kwargs)
+            except exceptions:
+                raise ExpectedException() from None
+
+        inner.__name__ = getattr(func, "__name__", "inner")
+        inner.__doc__ = getattr(func, "__doc__", None)
+        if getattr(func, "exposed", False):
+            inner.exposed = True  # type: ignore[attr-defined]
+        return inner
+
+    return outer

@@ -1,0 +1,248 @@
+"""Fixtures for the tests that use the real RabbitMQ on 127.0.0.1:5672 (guest/guest).
+
+The broker is the machine's own service: started with ``rabbitmq-server
+-detached`` when it is not running, never stopped by the fixtures (a test that
+stops it starts it again). Each test gets unique names and an admin handle
+that deletes whatever queues and exchanges the test declared.
+"""
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import socket
+import subprocess
+import threading
+import time
+import uuid
+from typing import Callable, Iterator
+
+import pika
+import pytest
+from oslo_config import cfg
+
+RABBIT_HOST = os.environ.get("NOTIFY_TRANSPORT_RABBIT_HOST", "127.0.0.1")
+RABBIT_PORT = int(os.environ.get("NOTIFY_TRANSPORT_RABBIT_PORT", "5672"))
+#: Quick reconnects so that restart tests stay short.
+FAST_RETRY = "rabbit_retry_interval=1&rabbit_retry_backoff=0&rabbit_interval_max=1"
+
+
+def rabbit_url(vhost: str = "", query: str = "", user: str = "guest", password: str = "guest") -> str:
+    url = f"rabbit://{user}:{password}@{RABBIT_HOST}:{RABBIT_PORT}/{vhost}"
+    return f"{url}?{query}" if query else url
+
+
+def _port_open() -> bool:
+    with contextlib.suppress(OSError), socket.create_connection((RABBIT_HOST, RABBIT_PORT), 1.0):
+        return True
+    return False
+
+
+def _amqp_ready() -> bool:
+    try:
+        conn = pika.BlockingConnection(pika.ConnectionParameters(
+            RABBIT_HOST, RABBIT_PORT, "/", pika.PlainCredentials("guest", "guest"),
+            connection_attempts=1, socket_timeout=2, blocked_connection_timeout=5))
+    except Exception:  # noqa: BLE001 - not up yet
+        return False
+    conn.close()
+    return True
+
+
+def wait_rabbit_ready(timeout: float = 90.0) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if _port_open() and _amqp_ready():
+            return
+        time.sleep(0.3)
+    raise RuntimeError(f"RabbitMQ at {RABBIT_HOST}:{RABBIT_PORT} did not become ready in {timeout}s")
+
+
+def rabbitmqctl(*args: str, check: bool = True) -> subprocess.CompletedProcess:
+    return subprocess.run(["rabbitmqctl", *args], check=check, capture_output=True, text=True,
+                          timeout=120)
+
+
+def ensure_rabbit_running() -> None:
+    """Start the machine's RabbitMQ if it is down, and wait until it accepts logins."""
+    if _port_open() and _amqp_ready():
+        return
+    if RABBIT_HOST not in ("127.0.0.1", "localhost") or not shutil.which("rabbitmq-server"):
+        pytest.skip(f"RabbitMQ is not reachable at {RABBIT_HOST}:{RABBIT_PORT}")
+    if shutil.which("rabbitmqctl") and rabbitmqctl("status", check=False).returncode == 0:
+        rabbitmqctl("start_app", check=False)  # the node runs but the app was stopped
+    else:
+        subprocess.run(["rabbitmq-server", "-detached"], check=False, capture_output=True)
+    wait_rabbit_ready()
+
+
+class RabbitAdmin:
+    """A blocking pika connection for checking and removing what tests declared."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._conn: pika.BlockingConnection | None = None
+        self.queues: set[str] = set()
+        self.exchanges: set[str] = set()
+
+    def _channel(self) -> pika.adapters.blocking_connection.BlockingChannel:
+        if self._conn is None or self._conn.is_closed:
+            self._conn = pika.BlockingConnection(pika.ConnectionParameters(
+                RABBIT_HOST, RABBIT_PORT, "/", pika.PlainCredentials("guest", "guest")))
+        return self._conn.channel()
+
+    def queue_exists(self, name: str) -> bool:
+        with self._lock:
+            channel = self._channel()
+            try:
+                channel.queue_declare(name, passive=True)
+            except pika.exceptions.ChannelClosedByBroker:
+                return False
+            channel.close()
+            return True
+
+    def queue_info(self, name: str) -> tuple[int, int]:
+        """(messages, consumers) of an existing queue."""
+        with self._lock:
+            channel = self._channel()
+            frame = channel.queue_declare(name, passive=True)
+            channel.close()
+            return frame.method.message_count, frame.method.consumer_count
+
+    def publish_raw(self, exchange: str, routing_key: str, body: bytes,
+                    properties: pika.BasicProperties | None = None) -> None:
+        with self._lock:
+            channel = self._channel()
+            channel.basic_publish(exchange, routing_key, body, properties)
+            channel.close()
+
+    def delete_queue(self, name: str) -> None:
+        with self._lock, contextlib.suppress(Exception):
+            channel = self._channel()
+            channel.queue_delete(name)
+            channel.close()
+
+    def delete_exchange(self, name: str) -> None:
+        with self._lock, contextlib.suppress(Exception):
+            channel = self._channel()
+            channel.exchange_delete(name)
+            channel.close()
+
+    def cleanup(self) -> None:
+        for queue in sorted(self.queues):
+            self.delete_queue(queue)
+        for exchange in sorted(self.exchanges):
+            self.delete_exchange(exchange)
+        self.queues.clear()
+        self.exchanges.clear()
+
+    def close(self) -> None:
+        with self._lock:
+            if self._conn is not None and self._conn.is_open:
+                with contextlib.suppress(Exception):
+                    self._conn.close()
+            self._conn = None
+
+
+def sweep_test_queues(prefix: str = "nt_test_") -> None:
+    """Delete queues left by tests (e.g. ``<topic>.<server>``, named by whoever listened)."""
+    listing = rabbitmqctl("list_queues", "-q", "--no-table-headers", "name", check=False)
+    names = [line.strip() for line in listing.stdout.splitlines() if line.strip().startswith(prefix)]
+    if not names:
+        return
+    admin = RabbitAdmin()
+    for name in names:
+        admin.delete_queue(name)
+    admin.close()
+
+
+@pytest.fixture(scope="session")
+def rabbit() -> Iterator[str]:
+    """The URL of the running RabbitMQ (started if needed); test queues swept at the end."""
+    ensure_rabbit_running()
+    yield rabbit_url()
+    if shutil.which("rabbitmqctl"):
+        sweep_test_queues()
+
+
+@pytest.fixture
+def rabbit_admin(rabbit: str) -> Iterator[RabbitAdmin]:
+    admin = RabbitAdmin()
+    yield admin
+    admin.cleanup()
+    admin.close()
+
+
+@pytest.fixture
+def unique(rabbit_admin: RabbitAdmin) -> Callable[[str], str]:
+    """``unique("rpc")`` -> a fresh name; queues and exchanges named after it are removed after the test."""
+    made: list[str] = []
+
+    def make(prefix: str = "nt") -> str:
+        name = f"nt_test_{prefix}_{uuid.uuid4().hex[:8]}"
+        made.append(name)
+        return name
+
+    yield make
+    for name in made:
+        rabbit_admin.queues.add(name)
+        rabbit_admin.exchanges.add(f"{name}_fanout")
+        for prio in ("audit", "debug", "info", "warn", "error", "critical", "sample"):
+            rabbit_admin.queues.add(f"{name}.{prio}")
+
+
+@pytest.fixture
+def fresh_conf() -> cfg.ConfigOpts:
+    """A ConfigOpts of its own, so that option overrides do not leak between tests."""
+    conf = cfg.ConfigOpts()
+    conf([])
+    return conf
+
+
+@pytest.fixture
+def transports(rabbit: str, fresh_conf: cfg.ConfigOpts,
+               rabbit_admin: RabbitAdmin) -> Iterator[Callable[..., object]]:
+    """Factory for RPC/notification transports, all cleaned up after the test."""
+    from notify_transport import get_notification_transport, get_rpc_transport
+
+    made: list[object] = []
+
+    def make(url: str | None = None, kind: str = "rpc", **kwargs: object) -> object:
+        factory = get_rpc_transport if kind == "rpc" else get_notification_transport
+        transport = factory(fresh_conf, url or rabbit, **kwargs)
+        made.append(transport)
+        return transport
+
+    yield make
+    for transport in reversed(made):
+        with contextlib.suppress(Exception):
+            transport.cleanup()
+
+
+@pytest.fixture
+def servers(transports: Callable[..., object]) -> Iterator[Callable[..., object]]:
+    """``servers(transport, target, endpoints, **kw)`` -> a started RPC server, stopped after the test."""
+    from notify_transport.rpc import get_rpc_server
+
+    made: list[object] = []
+
+    def start(transport: object, target: object, endpoints: list, **kwargs: object) -> object:
+        server = get_rpc_server(transport, target, endpoints, **kwargs)
+        server.start()
+        made.append(server)
+        return server
+
+    yield start
+    for server in made:
+        with contextlib.suppress(Exception):
+            server.stop()
+            server.wait(timeout=10)
+
+
+def wait_for(predicate: Callable[[], bool], timeout: float = 10.0, interval: float = 0.01) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return True
+        time.sleep(interval)
+    return predicate()

@@ -1,0 +1,189 @@
+"""The publisher's bookkeeping, against a scripted channel: confirms (also ``multiple``),
+returns of unroutable messages, nacks, lost channels and retry budgets."""
+import pika
+import pika.exceptions as pex
+import pytest
+
+from notify_transport.drivers.rabbit.publisher import PendingPublish, Publisher
+from notify_transport.drivers.rabbit.topology import ExchangeSpec, QueueSpec
+from notify_transport.exceptions import AccessDenied, MessageDeliveryFailure
+
+
+class FakeConn:
+    """Runs everything inline, as if the caller were the I/O thread."""
+
+    def __init__(self):
+        self.passive_names = set()
+        self.fatal_error = None
+        self.last_error = "refused"
+        self.users = []
+
+    def add_user(self, user):
+        self.users.append(user)
+
+    def in_io_thread(self):
+        return True
+
+    def call_soon(self, fn, *args):
+        fn(*args)
+
+    def note_entity_error(self, reason):
+        return getattr(reason, "reply_code", 0) != 403
+
+
+class FakeChannel:
+    def __init__(self):
+        self.is_open = True
+        self.published = []
+        self.declared = []
+        self.on_return = None
+
+    def add_on_return_callback(self, cb):
+        self.on_return = cb
+
+    def confirm_delivery(self, ack_nack_callback, callback):
+        self.on_confirm = ack_nack_callback
+        callback(None)
+
+    def exchange_declare(self, name, type_, passive, durable, auto_delete):
+        self.declared.append(("exchange", name, passive))
+
+    def queue_declare(self, name, passive, durable, auto_delete, arguments):
+        self.declared.append(("queue", name, passive))
+
+    def queue_bind(self, queue, exchange, routing_key):
+        self.declared.append(("bind", queue, exchange, routing_key))
+
+    def basic_publish(self, exchange, routing_key, body, properties, mandatory):
+        if not self.is_open:
+            raise pex.ChannelWrongStateError("closed")
+        self.published.append((exchange, routing_key, body, properties, mandatory))
+
+    # broker side
+    def ack(self, tag, multiple=False, nack=False):
+        method = (pika.spec.Basic.Nack if nack else pika.spec.Basic.Ack)(delivery_tag=tag, multiple=multiple)
+        self.on_confirm(pika.frame.Method(1, method))
+
+    def return_(self, index):
+        _ex, rk, body, props, _m = self.published[index]
+        self.on_return(self, pika.spec.Basic.Return(reply_code=312, reply_text="NO_ROUTE",
+                                                    exchange="x", routing_key=rk), props, body)
+
+
+def message(retry=None, mandatory=False, queue=None, exchange="openstack", on_done=None):
+    return PendingPublish(ExchangeSpec(exchange), "rk", b"{}", pika.BasicProperties(),
+                          mandatory=mandatory, queue=queue, retry=retry, on_done=on_done)
+
+
+@pytest.fixture
+def setup():
+    conn = FakeConn()
+    publisher = Publisher(conn)
+    channel = FakeChannel()
+    publisher.io_channel_open(channel)
+    return conn, publisher, channel
+
+
+def test_confirm_completes_messages_including_multiple_acks(setup):
+    _conn, publisher, channel = setup
+    msgs = [publisher.publish(message()) for _ in range(4)]
+    assert [m.done for m in msgs] == [False] * 4
+    channel.ack(3, multiple=True)
+    assert [m.ok for m in msgs] == [True, True, True, False]
+    channel.ack(4)
+    assert msgs[3].ok
+    assert channel.declared == [("exchange", "openstack", False)]  # declared once per channel
+
+
+def test_return_before_ack_marks_unroutable(setup):
+    _conn, publisher, channel = setup
+    routed, lost = publisher.publish(message(mandatory=True)), publisher.publish(message(mandatory=True))
+    channel.return_(1)
+    channel.ack(2, multiple=True)
+    assert routed.ok
+    assert lost.done and not lost.ok and lost.returned == "312 NO_ROUTE" and lost.error is None
+
+
+def test_notification_queue_declared_and_bound_before_publish(setup):
+    _conn, publisher, channel = setup
+    exchange = ExchangeSpec("openstack")
+    queue = QueueSpec("n.info", bindings=((exchange, "n.info"),))
+    publisher.publish(message(queue=queue))
+    publisher.publish(message(queue=queue))
+    assert channel.declared == [("exchange", "openstack", False), ("queue", "n.info", False),
+                                ("bind", "n.info", "openstack", "n.info")]
+
+
+def test_lost_channel_republishes_within_retry_budget(setup):
+    conn, publisher, channel = setup
+    forever, once, never = message(), message(retry=1), message(retry=0)
+    for m in (forever, once, never):
+        publisher.publish(m)
+    channel.is_open = False
+    publisher.io_channel_closed(channel, pex.ConnectionClosedByBroker(320, "shutdown"))
+    assert never.done and isinstance(never.error, MessageDeliveryFailure)
+    publisher.io_connect_failed(OSError("refused"))  # once: attempt 2 > retry 1
+    assert once.done and isinstance(once.error, MessageDeliveryFailure)
+    assert not forever.done
+    fresh = FakeChannel()
+    publisher.io_channel_open(fresh)
+    assert len(fresh.published) == 1  # forever went out again on the new channel
+    fresh.ack(1)
+    assert forever.ok
+
+
+def test_nack_republishes(setup):
+    _conn, publisher, channel = setup
+    m = publisher.publish(message())
+    channel.ack(1, nack=True)
+    assert not m.done and len(channel.published) == 2
+    channel.ack(2)
+    assert m.ok
+
+
+def test_precondition_failure_then_passive_declare(setup):
+    conn, publisher, channel = setup
+    m = publisher.publish(message(exchange="shared"))
+    conn.passive_names.add("shared")  # what note_entity_error learns from a 406
+    channel.is_open = False
+    publisher.io_channel_closed(channel, pex.ChannelClosedByBroker(406, "PRECONDITION_FAILED"))
+    fresh = FakeChannel()
+    publisher.io_channel_open(fresh)
+    assert fresh.declared == [("exchange", "shared", True)]
+    fresh.ack(1)
+    assert m.ok
+
+
+def test_permission_error_fails_the_message(setup):
+    _conn, publisher, channel = setup
+    m = publisher.publish(message())
+    publisher.io_channel_closed(channel, pex.ChannelClosedByBroker(403, "ACCESS_REFUSED"))
+    assert m.done and "ACCESS_REFUSED" in str(m.error)
+
+
+def test_fatal_connection_error_fails_backlog(setup):
+    conn, publisher, channel = setup
+    publisher.io_channel_closed(channel, pex.ConnectionClosedByBroker(320, "x"))
+    m = publisher.publish(message())
+    conn.fatal_error = AccessDenied("vhost refused")
+    publisher.io_connect_failed(OSError())
+    assert m.error is conn.fatal_error
+
+
+def test_cancelled_message_is_not_sent(setup):
+    _conn, publisher, channel = setup
+    publisher.io_channel_closed(channel, pex.ConnectionClosedByBroker(320, "x"))
+    m = publisher.publish(message())
+    m.cancel()
+    fresh = FakeChannel()
+    publisher.io_channel_open(fresh)
+    assert fresh.published == [] and m.done and not m.ok
+
+
+def test_done_callback_runs_once(setup):
+    _conn, publisher, channel = setup
+    seen = []
+    publisher.publish(message(on_done=seen.append))
+    channel.ack(1)
+    channel.ack(1)
+    assert len(seen) == 1 and seen[0].ok
