@@ -83,6 +83,9 @@ extra_opts = [
                choices=['latest', 'earliest'],
                help='Where a pool with no committed offset starts reading. '
                     'Listeners always receive what is sent after start() returns.'),
+    cfg.FloatOpt('listener_start_timeout', default=30.0, min=0.001,
+                 help='Seconds a listener start() waits to join its consumer '
+                      'group and get its partitions before failing with an error.'),
     cfg.IntOpt('topic_partitions', default=1, min=1,
                help='Partitions of topics the driver creates when a listener '
                     'subscribes to a topic that does not exist yet.'),

@@ -1,0 +1,140 @@
+"""Commit policies: when a Kafka listener's offsets are committed.
+
+The consumer loop (:mod:`.consumer`) fetches, decodes and hands messages out;
+*when* their offsets are committed is a policy object it calls at fixed
+points, so other delivery modes (at-least-once, retry topics) plug in without
+touching the loop:
+
+* ``on_assigned(partitions)`` after the listener took partitions (positions set);
+* ``on_polled(records)`` with every record a poll is about to return or skip,
+  before they are decoded and handed out;
+* ``on_undecodable(record, error)`` for a record that is skipped;
+* ``on_ack`` / ``on_requeue`` (callables or None) attached to each message;
+* ``on_revoke(partitions, lost)`` before partitions go to another listener;
+* ``commit()`` when the API asks; ``on_close()`` before the consumer closes.
+"""
+from __future__ import annotations
+
+import logging
+import time
+from typing import Any, Callable, Iterable
+
+from confluent_kafka import Consumer, KafkaError, KafkaException, Message, TopicPartition
+
+from notify_transport.drivers.base import IncomingMessage
+
+LOG = logging.getLogger(__name__)
+
+
+def next_offsets(records: Iterable[Message]) -> list[TopicPartition]:
+    """Offsets to commit after ``records``: one past the highest offset of each partition."""
+    highest: dict[tuple[str, int], int] = {}
+    for record in records:
+        key = (record.topic(), record.partition())
+        offset = record.offset()
+        if highest.get(key, -1) < offset:
+            highest[key] = offset
+    return [TopicPartition(topic, partition, offset + 1)
+            for (topic, partition), offset in highest.items()]
+
+
+class CommitPolicy:
+    """Base policy: commits nothing by itself. Subclasses choose the moment."""
+
+    #: Attached to every IncomingMessage; None means "nothing to do" (and costs nothing).
+    on_ack: Callable[[IncomingMessage], None] | None = None
+    on_requeue: Callable[[IncomingMessage], None] | None = None
+
+    def __init__(self) -> None:
+        self.consumer: Consumer | None = None
+        self.name = "listener"
+
+    def attach(self, consumer: Consumer, name: str) -> None:
+        """Called once the consumer exists; ``name`` identifies the listener in logs."""
+        self.consumer = consumer
+        self.name = name
+
+    def on_assigned(self, partitions: list[TopicPartition]) -> None:
+        pass
+
+    def on_polled(self, records: list[Message]) -> None:
+        pass
+
+    def on_undecodable(self, record: Message, error: Exception) -> None:
+        pass
+
+    def on_revoke(self, partitions: list[TopicPartition], lost: bool = False) -> None:
+        pass
+
+    def commit(self) -> None:
+        pass
+
+    def on_close(self) -> None:
+        pass
+
+
+class CommitBeforeDispatch(CommitPolicy):
+    """oslo.messaging's semantics: a polled batch is committed synchronously before it is returned.
+
+    At most once: a listener that dies while processing loses that batch (it
+    was committed). ``requeue()`` cannot bring a message back in this mode.
+    """
+
+    #: Attempts of the synchronous commit before the batch is handed out uncommitted.
+    COMMIT_ATTEMPTS = 3
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._warned_requeue = False
+        self.on_requeue = self._requeue_unsupported
+
+    def on_polled(self, records: list[Message]) -> None:
+        offsets = next_offsets(records)
+        for attempt in range(1, self.COMMIT_ATTEMPTS + 1):
+            try:
+                self.consumer.commit(offsets=offsets, asynchronous=False)  # type: ignore[union-attr]
+                return
+            except KafkaException as exc:
+                err: KafkaError = exc.args[0]
+                if err.fatal() or not err.retriable() or attempt == self.COMMIT_ATTEMPTS:
+                    # Not lost: uncommitted, the batch will be read again by whoever
+                    # owns the partition next; it is still handed out now.
+                    LOG.warning("%s: could not commit offsets %s before dispatch (%s); "
+                                "dispatching anyway, these messages may be delivered again",
+                                self.name, _format(offsets), err.str())
+                    return
+                time.sleep(0.05 * attempt)
+
+    def _requeue_unsupported(self, message: IncomingMessage) -> None:
+        if not self._warned_requeue:
+            self._warned_requeue = True
+            LOG.warning("%s: requeue() is not possible in commit-before-dispatch mode: %s was "
+                        "committed before dispatch (this is logged once)", self.name,
+                        message.coordinates)
+
+
+class AutoCommit(CommitPolicy):
+    """``enable_auto_commit``: offsets of polled records are stored when polled and
+    committed in the background by librdkafka (oslo.messaging's asynchronous commits)."""
+
+    def on_polled(self, records: list[Message]) -> None:
+        try:
+            self.consumer.store_offsets(offsets=next_offsets(records))  # type: ignore[union-attr]
+        except KafkaException as exc:  # partition revoked meanwhile: the next owner reads them
+            LOG.warning("%s: could not store offsets: %s", self.name, exc.args[0].str())
+
+    def commit(self) -> None:
+        try:
+            self.consumer.commit(asynchronous=False)  # type: ignore[union-attr]
+        except KafkaException as exc:
+            if exc.args[0].code() != KafkaError._NO_OFFSET:
+                LOG.warning("%s: commit failed: %s", self.name, exc.args[0].str())
+
+
+def default_policy(opts: Any) -> CommitPolicy:
+    """The policy the options ask for: background commits or commit before dispatch."""
+    return AutoCommit() if opts.enable_auto_commit else CommitBeforeDispatch()
+
+
+def _format(offsets: list[TopicPartition]) -> str:
+    return ", ".join(f"{tp.topic}[{tp.partition}]={tp.offset}" for tp in offsets)

@@ -1,0 +1,142 @@
+"""The ``kafka://`` notification driver on confluent-kafka.
+
+``kafka://[user:pass@]host1:9092[,host2:9092]/[vhost][?option=value...]``
+
+* Topic = ``topic.priority`` plus ``.vhost`` when the URL has a non-empty
+  vhost, on the sending AND the listening side.
+* Pool = consumer group; without a pool, listeners share ``consumer_group``.
+* Wire format = oslo.messaging's (``messagingv2`` envelope or plain
+  ``messaging`` JSON, request context as one ``_context`` dict), so it talks to
+  oslo.messaging's Kafka driver both ways.
+* Every ``[oslo_messaging_kafka]`` option can be overridden by the URL query.
+
+RPC is not carried: :meth:`send` and :meth:`listen` raise ``NotSupported``.
+"""
+from __future__ import annotations
+
+import logging
+import threading
+from typing import Any, Iterable
+
+from notify_transport.drivers import envelope
+from notify_transport.drivers.base import BaseDriver, Listener
+from notify_transport.drivers.config import resolve_options
+from notify_transport.drivers.kafka import config as kafka_config
+from notify_transport.drivers.kafka.admin import TopicAdmin
+from notify_transport.drivers.kafka.commit import CommitPolicy, default_policy
+from notify_transport.drivers.kafka.consumer import KafkaListener
+from notify_transport.drivers.kafka.naming import SendTopics, kafka_topic, validate
+from notify_transport.drivers.kafka.options import GROUP, all_opts
+from notify_transport.drivers.kafka.producer import NotificationProducer
+from notify_transport.exceptions import ConfigurationError, InvalidTarget, InvalidTransportURL
+from notify_transport.target import Target
+
+LOG = logging.getLogger(__name__)
+
+#: Keyword options a listener accepts from ``listen_for_notifications(**options)``.
+LISTENER_OPTIONS = ("commit_policy",)
+
+_encode = envelope.encode
+_CONTEXT_DICT = envelope.CONTEXT_DICT
+
+
+class KafkaDriver(BaseDriver):
+    """Notifications over Kafka; see the module docstring."""
+
+    name = "kafka"
+    supports_rpc = False
+
+    def __init__(self, conf: Any, url: Any, default_exchange: str | None = None,
+                 allowed_remote_exmods: Iterable[str] | None = None) -> None:
+        super().__init__(conf, url, default_exchange, allowed_remote_exmods)
+        self.opts = resolve_options(conf, GROUP, all_opts(), url.query, url.redacted())
+        self.vhost: str | None = url.virtual_host or None
+        if self.vhost is not None:
+            try:
+                validate(self.vhost)
+            except InvalidTarget:
+                raise InvalidTransportURL(
+                    url.redacted(), f"Virtual host {self.vhost!r} cannot be part of a Kafka topic "
+                    "name: use ASCII letters, digits, '.', '_' and '-'") from None
+        # built now so that a bad option fails here, not at the first send
+        producer_conf = kafka_config.producer_config(url, self.opts)
+        kafka_config.consumer_config(url, self.opts, self.opts.consumer_group)
+        self._kafka_topic_for = SendTopics(self.vhost)
+        self._producer = NotificationProducer(producer_conf, self.opts.producer_queue_timeout,
+                                              self.opts.flush_timeout, url.redacted())
+        self._send = self._producer.send
+        self._admin = TopicAdmin(kafka_config.admin_config(url, self.opts), self.opts.topic_partitions,
+                                 self.opts.topic_replication_factor,
+                                 timeout=min(10.0, self.opts.listener_start_timeout))
+        self._listeners: list[KafkaListener] = []
+        self._listeners_lock = threading.Lock()
+
+    def __repr__(self) -> str:
+        return f"<KafkaDriver {self.url.redacted()}>"
+
+    # -- sending --------------------------------------------------------------
+    def send_notification(self, target: Target, ctxt: Any, message: dict,
+                          version: float, retry: int | None = None) -> None:
+        topic = self._kafka_topic_for(target.topic)
+        if ctxt is not None and type(ctxt) is not dict:
+            ctxt = ctxt.to_dict() if hasattr(ctxt, "to_dict") else dict(ctxt)
+        value = _encode(message, ctxt, version, _CONTEXT_DICT)
+        key = message.get("publisher_id")
+        if key is not None and type(key) is not str:
+            key = str(key)
+        # the publisher as message key keeps each publisher's notifications in order
+        self._send(topic, value, key, retry)
+
+    def flush(self, timeout: float | None = None) -> int:
+        return self._producer.flush(timeout)
+
+    def delivery_stats(self) -> dict[str, int]:
+        return self._producer.stats()
+
+    # -- listening --------------------------------------------------------------
+    def kafka_topics(self, targets_and_priorities: Iterable[tuple[Target, str | None]]) -> list[str]:
+        """The Kafka topics a listener on these pairs subscribes to, in order, without repeats."""
+        topics: list[str] = []
+        for target, priority in targets_and_priorities:
+            name = kafka_topic(target.topic, priority, self.vhost)
+            if name not in topics:
+                topics.append(name)
+        return topics
+
+    def listen_for_notifications(self, targets_and_priorities: list[tuple[Target, str]],
+                                 pool: str | None, batch_size: int = 1,
+                                 batch_timeout: float | None = None, **options: Any) -> Listener:
+        unknown = sorted(set(options) - set(LISTENER_OPTIONS))
+        if unknown:
+            raise ConfigurationError(f"Unknown Kafka listener option(s) {', '.join(unknown)}; "
+                                     f"known: {', '.join(LISTENER_OPTIONS)}")
+        policy = options.get("commit_policy") or default_policy(self.opts)
+        if isinstance(policy, type):
+            policy = policy()
+        if not isinstance(policy, CommitPolicy):
+            raise ConfigurationError(f"commit_policy must be a CommitPolicy, got {policy!r}")
+        topics = self.kafka_topics(targets_and_priorities)
+        group = pool or self.opts.consumer_group
+        listener = KafkaListener(
+            kafka_config.consumer_config(self.url, self.opts, group), topics, policy,
+            admin=self._admin, max_poll_records=self.opts.max_poll_records,
+            consumer_timeout=self.opts.kafka_consumer_timeout,
+            start_timeout=self.opts.listener_start_timeout)
+        with self._listeners_lock:
+            self._listeners = [lst for lst in self._listeners if not lst.closed]
+            self._listeners.append(listener)
+        return listener
+
+    # -- end --------------------------------------------------------------------
+    def cleanup(self) -> None:
+        """Flush pending notifications (bounded by ``flush_timeout``) and close every client."""
+        self._producer.close()
+        with self._listeners_lock:
+            listeners, self._listeners = self._listeners, []
+        for listener in listeners:
+            try:
+                listener.stop()
+                listener.cleanup()
+            except Exception:  # noqa: BLE001 - close the others anyway
+                LOG.exception("Closing %r failed", listener)
+        self._admin.close()

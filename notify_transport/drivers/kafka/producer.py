@@ -1,0 +1,240 @@
+"""The notification producer: one confluent-kafka Producer per driver, shared by all threads.
+
+Every message gets a delivery report: a success is counted, a failure is
+counted and logged with its topic and cause (never the payload), so nothing is
+dropped silently. ``retry`` follows oslo.messaging's meaning:
+
+* ``None`` or ``-1``: librdkafka retries on its own until ``delivery_timeout``;
+* ``0``: a failed delivery is reported, never re-sent;
+* ``N > 0``: a failed delivery is produced again, up to ``N`` times, each
+  attempt with a fresh ``delivery_timeout``.
+"""
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from typing import Any
+
+import confluent_kafka
+from confluent_kafka import KafkaError, KafkaException
+
+from notify_transport.drivers.kafka.config import redact
+from notify_transport.drivers.kafka.counters import Counter
+from notify_transport.drivers.kafka.reporting import RateLimitedLog
+from notify_transport.exceptions import MessageDeliveryFailure
+
+LOG = logging.getLogger(__name__)
+#: librdkafka's own log lines, routed into std logging.
+RDKAFKA_LOG = logging.getLogger("notify_transport.drivers.kafka.librdkafka")
+
+#: Errors a re-send cannot fix (or that mean the application dropped the message).
+_PERMANENT = frozenset(getattr(KafkaError, name) for name in (
+    "MSG_SIZE_TOO_LARGE", "_MSG_SIZE_TOO_LARGE", "INVALID_MSG", "INVALID_RECORD",
+    "TOPIC_AUTHORIZATION_FAILED", "CLUSTER_AUTHORIZATION_FAILED", "_INVALID_ARG",
+    "TOPIC_EXCEPTION", "UNSUPPORTED_VERSION", "_PURGE_QUEUE", "_PURGE_INFLIGHT",
+    "_FATAL", "_FENCED") if hasattr(KafkaError, name))
+
+#: How long one wait for room in a full queue lasts before trying again.
+_QUEUE_POLL_INTERVAL = 0.05
+
+
+class _Resend:
+    """Per-message delivery callback used only when ``retry > 0``."""
+
+    __slots__ = ("owner", "topic", "value", "key", "left")
+
+    def __init__(self, owner: "NotificationProducer", topic: str, value: bytes,
+                 key: Any, left: int) -> None:
+        self.owner = owner
+        self.topic = topic
+        self.value = value
+        self.key = key
+        self.left = left
+
+    def __call__(self, err: KafkaError | None, msg: Any) -> None:
+        owner = self.owner
+        if err is None:
+            owner.delivered.incr()
+            return
+        if (self.left > 0 and not owner.closing and not err.fatal()
+                and err.code() not in _PERMANENT):
+            self.left -= 1
+            LOG.warning("Delivery to Kafka topic %s failed (%s); sending again (%d retries left)",
+                        self.topic, err.str(), self.left)
+            try:
+                owner.producer().produce(self.topic, self.value, self.key, on_delivery=self)
+                return
+            except (BufferError, KafkaException) as exc:
+                LOG.error("Could not send a notification to Kafka topic %s again: %s", self.topic, exc)
+        owner.failed.incr()
+        owner.report_failure(self.topic, err)
+
+
+class NotificationProducer:
+    """Thread-safe wrapper around a lazily created ``confluent_kafka.Producer``."""
+
+    def __init__(self, config: dict[str, Any], queue_timeout: float, flush_timeout: float,
+                 url_for_logs: str = "") -> None:
+        self._config = dict(config)
+        self._queue_timeout = queue_timeout
+        self._flush_timeout = flush_timeout
+        self._url_for_logs = url_for_logs
+        self._producer: confluent_kafka.Producer | None = None
+        # re-entrant: a delivery report served while draining may ask for the producer
+        self._lock = threading.RLock()
+        self._fatal: KafkaError | None = None
+        #: Set by close(): failed deliveries are not re-sent any more.
+        self.closing = False
+        self.sent = Counter()
+        self.delivered = Counter()
+        self.failed = Counter()
+        self.failures = RateLimitedLog(LOG)
+
+    def __repr__(self) -> str:
+        return f"<NotificationProducer {self._url_for_logs}>"
+
+    # -- lifecycle ------------------------------------------------------------
+    def producer(self) -> confluent_kafka.Producer:
+        """The client, created on first use (a driver that never sends opens no connection)."""
+        producer = self._producer
+        if producer is not None and self._fatal is None:
+            return producer
+        with self._lock:
+            if self._fatal is not None and self._producer is not None:
+                self._replace_after_fatal()
+            if self._producer is None:
+                config = dict(self._config)
+                config["on_delivery"] = self._on_delivery
+                config["error_cb"] = self._on_error
+                config["logger"] = RDKAFKA_LOG
+                LOG.debug("Creating Kafka producer for %s: %s", self._url_for_logs, redact(self._config))
+                try:
+                    self._producer = confluent_kafka.Producer(config)
+                except (KafkaException, ValueError, TypeError) as exc:
+                    raise MessageDeliveryFailure(
+                        f"Cannot create a Kafka producer for {self._url_for_logs}: {exc}") from exc
+            return self._producer
+
+    def _replace_after_fatal(self) -> None:
+        old, err = self._producer, self._fatal
+        self._producer, self._fatal = None, None
+        LOG.error("Kafka producer hit a fatal error (%s); replacing it", err.str() if err else "?")
+        if old is not None:
+            self._drain(old, 0)
+
+    def flush(self, timeout: float | None = None) -> int:
+        """Wait up to ``timeout`` seconds (None: until each message is delivered or
+        timed out) for delivery reports; return how many notifications are still pending."""
+        producer = self._producer
+        if producer is None:
+            return 0
+        producer.flush(-1 if timeout is None else max(0.0, timeout))
+        return self.pending
+
+    def close(self) -> None:
+        """Flush for ``flush_timeout``; report what could not be delivered, then close."""
+        self.closing = True
+        with self._lock:
+            producer, self._producer = self._producer, None
+        if producer is not None:
+            self._drain(producer, self._flush_timeout)
+        self.failures.summarize()
+        self.closing = False
+
+    def _drain(self, producer: confluent_kafka.Producer, timeout: float) -> None:
+        remaining = producer.flush(timeout)
+        if remaining:
+            pending = self.pending
+            LOG.error("%d notification(s) to %s were not confirmed by the broker within %.1fs "
+                      "and are lost", pending, self._url_for_logs, timeout)
+            # purged messages get a delivery report with a purge error: counted as failed
+            producer.purge(in_queue=True, in_flight=True, blocking=False)
+            producer.flush(0)
+        try:
+            producer.close()
+        except (KafkaException, RuntimeError):  # already closed / fatal state
+            pass
+
+    # -- sending --------------------------------------------------------------
+    def send(self, topic: str, value: bytes, key: Any = None, retry: int | None = None) -> None:
+        """Queue one message; raise MessageDeliveryFailure when it cannot be queued."""
+        producer = self._producer
+        if producer is None or self._fatal is not None:
+            producer = self.producer()
+        self.sent.incr()
+        try:
+            if retry is None or retry <= 0:
+                producer.produce(topic, value, key)
+            else:
+                producer.produce(topic, value, key, on_delivery=_Resend(self, topic, value, key, retry))
+        except BufferError:
+            self._produce_when_room(producer, topic, value, key, retry)
+        except KafkaException as exc:
+            self.failed.incr()
+            raise MessageDeliveryFailure(
+                f"Kafka refused a notification for topic {topic}: {exc.args[0].str()}") from None
+        except (TypeError, ValueError) as exc:
+            self.failed.incr()
+            raise MessageDeliveryFailure(f"Invalid notification for Kafka topic {topic}: {exc}") from None
+        producer.poll(0)
+
+    def _produce_when_room(self, producer: confluent_kafka.Producer, topic: str, value: bytes,
+                           key: Any, retry: int | None) -> None:
+        """The local queue is full: serve delivery reports until there is room, for a bounded time."""
+        deadline = time.monotonic() + self._queue_timeout
+        while True:
+            producer.poll(max(0.0, min(_QUEUE_POLL_INTERVAL, deadline - time.monotonic())))
+            try:
+                if retry is None or retry <= 0:
+                    producer.produce(topic, value, key)
+                else:
+                    producer.produce(topic, value, key,
+                                     on_delivery=_Resend(self, topic, value, key, retry))
+                return
+            except BufferError:
+                if time.monotonic() >= deadline:
+                    self.failed.incr()
+                    raise MessageDeliveryFailure(
+                        f"Kafka producer queue for {self._url_for_logs} stayed full for "
+                        f"{self._queue_timeout}s ({len(producer)} messages waiting for the "
+                        f"broker); notification to topic {topic} not sent") from None
+            except KafkaException as exc:
+                self.failed.incr()
+                raise MessageDeliveryFailure(
+                    f"Kafka refused a notification for topic {topic}: {exc.args[0].str()}") from None
+
+    # -- callbacks (run in whichever thread polls) -----------------------------
+    def _on_delivery(self, err: KafkaError | None, msg: Any) -> None:
+        if err is None:
+            self.delivered.incr()
+        else:
+            self.failed.incr()
+            self.report_failure(msg.topic(), err)
+
+    def report_failure(self, topic: str, err: KafkaError) -> None:
+        """Log a failed delivery: topic and cause, never the payload."""
+        self.failures.log(logging.ERROR, (topic, err.code()),
+                          "Notification delivery to Kafka topic %s failed: %s", topic, err.str())
+
+    def _on_error(self, err: KafkaError) -> None:
+        if err.fatal():
+            self._fatal = err
+            LOG.error("Kafka producer for %s: fatal error %s", self._url_for_logs, err.str())
+        elif err.code() in (KafkaError._ALL_BROKERS_DOWN, KafkaError._TRANSPORT,
+                            KafkaError._RESOLVE):
+            self.failures.log(logging.WARNING, err.code(), "Kafka producer for %s: %s",
+                              self._url_for_logs, err.str())
+        else:
+            LOG.warning("Kafka producer for %s: %s", self._url_for_logs, err.str())
+
+    # -- stats ----------------------------------------------------------------
+    @property
+    def pending(self) -> int:
+        return max(0, self.sent.value - self.delivered.value - self.failed.value)
+
+    def stats(self) -> dict[str, int]:
+        delivered, failed = self.delivered.value, self.failed.value
+        sent = self.sent.value
+        return {"sent": sent, "delivered": delivered, "failed": failed,
+                "pending": max(0, sent - delivered - failed)}

@@ -1,0 +1,49 @@
+"""Rate-limited logging of repeated failures.
+
+A broker outage can fail thousands of deliveries (or polls) at once; one line
+per event would drown the log. Each kind of failure is logged at most once per
+interval, and the next line says how many were left out. Counters elsewhere
+keep the exact numbers.
+"""
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from typing import Any, Hashable
+
+
+class RateLimitedLog:
+    """``log(level, key, fmt, *args)``: at most one line per ``key`` and ``interval``."""
+
+    def __init__(self, logger: logging.Logger, interval: float = 1.0) -> None:
+        self._log = logger
+        self.interval = interval
+        # key -> [time of the last line, repeats left out since, level, fmt, args]
+        self._seen: dict[Hashable, list[Any]] = {}
+        self._lock = threading.Lock()
+
+    def log(self, level: int, key: Hashable, fmt: str, *args: Any) -> None:
+        now = time.monotonic()
+        with self._lock:
+            entry = self._seen.get(key)
+            if entry is not None and now - entry[0] < self.interval:
+                entry[1] += 1
+                entry[2:] = [level, fmt, args]
+                return
+            left_out = entry[1] if entry is not None else 0
+            self._seen[key] = [now, 0, level, fmt, args]
+        if left_out:
+            self._log.log(level, fmt + " (and %d more like it since the last report)",
+                          *args, left_out)
+        else:
+            self._log.log(level, fmt, *args)
+
+    def summarize(self) -> None:
+        """Log the repeats that were left out and not yet reported, then forget them."""
+        with self._lock:
+            entries = [e for e in self._seen.values() if e[1]]
+            self._seen.clear()
+        for _, left_out, level, fmt, args in entries:
+            self._log.log(level, "%d more not logged one by one; the last: " + fmt,
+                          left_out, *args)

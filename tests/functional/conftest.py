@@ -1,0 +1,13 @@
+"""Functional test fixtures: brokers started once per session, fresh config per test.
+
+Each broker family keeps its fixtures in its own module, imported here, so the
+sections below stay independent.
+"""
+# -- Kafka-protocol brokers (noida-db, Tansu, external cluster) -----------------
+# noida, tansu, external, kafka_bootstrap, kafka_conf, unique_topic, kafka_driver,
+# raw_producer, collectors; helpers kafka_url(), Collector
+from kafka_fixtures import *  # noqa: F401,F403
+
+# -- RabbitMQ (the machine's service on 127.0.0.1:5672) --------------------------
+# rabbit, rabbit_admin, unique, fresh_conf, transports, servers; helper wait_for()
+from rabbit_fixtures import *  # noqa: F401,F403

@@ -1,0 +1,232 @@
+"""Fixtures for the tests that use Kafka-protocol brokers.
+
+Brokers start once per session on free loopback ports: ``noida`` (noida-db,
+persists: the main broker) and ``tansu`` (memory only, short session timeout
+because it joins groups slowly otherwise). ``kafka_bootstrap`` runs a test on
+each of them and, when ``$NOTIFY_TRANSPORT_KAFKA_BOOTSTRAP`` names a real
+cluster, on that one too.
+"""
+from __future__ import annotations
+
+import contextlib
+import re
+import threading
+import time
+import uuid
+from typing import Any, Callable, Iterator
+
+import pytest
+from oslo_config import cfg
+
+from notify_transport.testing.brokers import Broker, NoidaBroker, TansuBroker, external_kafka
+
+#: Every topic a test session creates starts with this, so that they can be found and deleted.
+SESSION_PREFIX = f"nt{uuid.uuid4().hex[:6]}"
+
+
+def kafka_url(broker: Broker, vhost: str | None = None, **query: Any) -> str:
+    """``kafka://`` URL for ``broker`` with its client defaults and ``query`` options."""
+    return broker.url(vhost, **query)
+
+
+@pytest.fixture(scope="session")
+def noida() -> Iterator[NoidaBroker]:
+    """The main broker: noida-db, data kept across restart()."""
+    broker = NoidaBroker()
+    broker.start()
+    yield broker
+    broker.close()
+
+
+@pytest.fixture(scope="session")
+def tansu() -> Iterator[TansuBroker]:
+    """The second broker: Tansu, memory only."""
+    broker = TansuBroker()
+    broker.start()
+    yield broker
+    broker.close()
+
+
+@pytest.fixture(scope="session")
+def external() -> Iterator[Broker]:
+    """The cluster named by $NOTIFY_TRANSPORT_KAFKA_BOOTSTRAP; topics this session made are deleted."""
+    broker = external_kafka()
+    if broker is None:
+        pytest.skip("NOTIFY_TRANSPORT_KAFKA_BOOTSTRAP is not set")
+    yield broker
+    _delete_session_topics(broker.bootstrap)
+
+
+def _broker_params() -> list[str]:
+    return ["noida", "tansu"] + (["external"] if external_kafka() is not None else [])
+
+
+@pytest.fixture(params=_broker_params())
+def kafka_bootstrap(request: pytest.FixtureRequest) -> Broker:
+    """Each broker in turn (noida, tansu, and the external cluster when set).
+
+    Returns the :class:`~notify_transport.testing.brokers.Broker`: ``.bootstrap``
+    is its ``host:port`` list, ``.url(vhost, **options)`` a transport URL.
+    """
+    return request.getfixturevalue(request.param)
+
+
+@pytest.fixture
+def kafka_conf() -> cfg.ConfigOpts:
+    """A ConfigOpts of its own per test, so option values never leak between tests."""
+    conf = cfg.ConfigOpts()
+    conf([])
+    return conf
+
+
+@pytest.fixture
+def unique_topic(request: pytest.FixtureRequest) -> Callable[[str], str]:
+    """``unique_topic("name")`` -> a topic name no other test uses."""
+    test = re.sub(r"[^a-zA-Z0-9]+", "-", request.node.name)[:40].strip("-")
+
+    def make(name: str = "t") -> str:
+        return f"{SESSION_PREFIX}-{test}-{name}-{uuid.uuid4().hex[:6]}"
+
+    return make
+
+
+@pytest.fixture
+def kafka_driver(kafka_conf: cfg.ConfigOpts) -> Iterator[Callable[..., Any]]:
+    """``kafka_driver(url)`` -> a KafkaDriver, cleaned up (flush_timeout bounded) after the test."""
+    from notify_transport.drivers.kafka.driver import KafkaDriver
+    from notify_transport.url import TransportURL
+
+    made: list[KafkaDriver] = []
+
+    def make(url: str, conf: cfg.ConfigOpts | None = None) -> KafkaDriver:
+        conf = conf or kafka_conf
+        driver = KafkaDriver(conf, TransportURL.parse(conf, url))
+        made.append(driver)
+        return driver
+
+    yield make
+    for driver in reversed(made):
+        with contextlib.suppress(Exception):
+            driver.cleanup()
+
+
+@pytest.fixture
+def raw_producer() -> Iterator[Callable[[Broker], Any]]:
+    """``raw_producer(broker)`` -> a plain confluent-kafka Producer (for poison records, interop)."""
+    from confluent_kafka import Producer
+
+    made: list[Any] = []
+
+    def make(broker: Broker, **config: Any) -> Any:
+        producer = Producer({"bootstrap.servers": broker.bootstrap, **config})
+        made.append(producer)
+        return producer
+
+    yield make
+    for producer in made:
+        producer.flush(5)
+
+
+class Collector:
+    """Polls a driver listener in a thread (as the listener server does) and keeps what arrives."""
+
+    def __init__(self, listener: Any, max_messages: int = 100) -> None:
+        self.listener = listener
+        self.max_messages = max_messages
+        self.messages: list[Any] = []
+        self.errors: list[BaseException] = []
+        self._thread: threading.Thread | None = None
+        self._cond = threading.Condition()
+
+    def start(self) -> "Collector":
+        """Start the listener (in this thread, as the server does), then poll in the background."""
+        self.listener.start()
+        self._thread = threading.Thread(target=self._run, daemon=True, name="collector")
+        self._thread.start()
+        return self
+
+    def _run(self) -> None:
+        while not self.listener.stopped:
+            try:
+                batch = self.listener.poll(timeout=0.5, max_messages=self.max_messages)
+            except Exception as exc:  # noqa: BLE001 - the test inspects errors
+                self.errors.append(exc)
+                time.sleep(0.1)
+                continue
+            if batch:
+                with self._cond:
+                    self.messages.extend(batch)
+                    self._cond.notify_all()
+
+    def wait_for(self, count: int, timeout: float = 10.0) -> list[Any]:
+        """Wait until ``count`` messages arrived (or ``timeout``); return all received so far."""
+        deadline = time.monotonic() + timeout
+        with self._cond:
+            while len(self.messages) < count:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    break
+                self._cond.wait(left)
+            return list(self.messages)
+
+    def settle(self, quiet: float = 0.5, timeout: float = 5.0) -> list[Any]:
+        """Wait until nothing new arrived for ``quiet`` seconds; return everything received."""
+        deadline = time.monotonic() + timeout
+        seen = -1
+        while time.monotonic() < deadline and seen != len(self.messages):
+            seen = len(self.messages)
+            time.sleep(quiet)
+        return list(self.messages)
+
+    def stop(self) -> None:
+        self.listener.stop()
+        if self._thread is not None:
+            self._thread.join(5)
+        self.listener.cleanup()
+
+
+@pytest.fixture
+def collectors() -> Iterator[Callable[..., Any]]:
+    """``collectors(listener)`` -> a started :class:`Collector`; with several listeners,
+    they start in parallel (joining groups takes a while) and a list is returned.
+    All are stopped after the test."""
+    made: list[Collector] = []
+
+    def start(*listeners: Any, max_messages: int = 100) -> Any:
+        batch = [Collector(listener, max_messages) for listener in listeners]
+        made.extend(batch)
+        if len(batch) == 1:
+            return batch[0].start()
+        errors: list[BaseException] = []
+
+        def run(collector: Collector) -> None:
+            try:
+                collector.start()
+            except BaseException as exc:  # noqa: BLE001 - re-raised below
+                errors.append(exc)
+
+        threads = [threading.Thread(target=run, args=(c,)) for c in batch]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        if errors:
+            raise errors[0]
+        return batch
+
+    yield start
+    for collector in made:
+        with contextlib.suppress(Exception):
+            collector.stop()
+
+
+def _delete_session_topics(bootstrap: str) -> None:
+    from confluent_kafka.admin import AdminClient
+
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    with contextlib.suppress(Exception):
+        topics = [t for t in admin.list_topics(timeout=10).topics if t.startswith(SESSION_PREFIX)]
+        if topics:
+            for future in admin.delete_topics(topics, operation_timeout=30).values():
+                with contextlib.suppress(Exception):
+                    future.result()

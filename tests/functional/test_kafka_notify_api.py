@@ -1,0 +1,209 @@
+"""The public notification API over the Kafka driver: pools, batches, filters, priorities."""
+from __future__ import annotations
+
+import contextlib
+import threading
+import time
+import uuid
+from typing import Any, Iterator
+
+import pytest
+
+import notify_transport
+from notify_transport import NotificationFilter, Notifier, Target
+
+pytestmark = pytest.mark.functional
+
+PRIORITIES = ("audit", "debug", "info", "warn", "error", "critical", "sample")
+
+
+class Endpoint:
+    """Records ``(priority, publisher_id, event_type, payload)`` for the priorities it is given."""
+
+    def __init__(self, priorities=("info",), filter_rule=None) -> None:
+        self.received: list[tuple] = []
+        self.lock = threading.Lock()
+        if filter_rule is not None:
+            self.filter_rule = filter_rule
+        for priority in priorities:
+            setattr(self, priority, self._make(priority))
+
+    def _make(self, priority):
+        def callback(ctxt, publisher_id, event_type, payload, metadata):
+            with self.lock:
+                self.received.append((priority, publisher_id, event_type, payload))
+        return callback
+
+    def wait_for(self, count: int, timeout: float = 10.0) -> list[tuple]:
+        deadline = time.monotonic() + timeout
+        while len(self.received) < count and time.monotonic() < deadline:
+            time.sleep(0.02)
+        return list(self.received)
+
+    def settle(self, quiet: float = 0.5) -> list[tuple]:
+        seen = -1
+        while seen != len(self.received):
+            seen = len(self.received)
+            time.sleep(quiet)
+        return list(self.received)
+
+
+class BatchEndpoint:
+    def __init__(self) -> None:
+        self.batches: list[list[dict]] = []
+
+    def info(self, messages):
+        self.batches.append(list(messages))
+
+
+@pytest.fixture
+def api(kafka_bootstrap, kafka_conf) -> Iterator[Any]:
+    """Builds transports and listeners on the broker under test; stops them all afterwards."""
+
+    class Api:
+        def __init__(self) -> None:
+            self.transports: list[Any] = []
+            self.servers: list[Any] = []
+
+        def transport(self, vhost=None, **query):
+            transport = notify_transport.get_notification_transport(
+                kafka_conf, kafka_bootstrap.url(vhost, **query))
+            self.transports.append(transport)
+            return transport
+
+        def start(self, *servers):
+            """Start listeners in parallel (each start() blocks until its partitions are assigned)."""
+            self.servers.extend(servers)
+            threads = [threading.Thread(target=s.start) for s in servers]
+            for thread in threads:
+                thread.start()
+            for thread in threads:
+                thread.join()
+            for server in servers:
+                assert server.listener is not None, f"{server!r} did not start"
+            return servers
+
+    made = Api()
+    yield made
+    for server in made.servers:
+        with contextlib.suppress(Exception):
+            server.stop()
+            server.wait(10)
+    for transport in made.transports:
+        with contextlib.suppress(Exception):
+            transport.cleanup()
+
+
+def test_every_pool_gets_every_notification(api, unique_topic):
+    transport = api.transport()
+    topic = unique_topic("fan")
+    endpoints = [Endpoint() for _ in range(3)]
+    api.start(*[notify_transport.get_notification_listener(
+        transport, [Target(topic=topic)], [endpoint], pool=f"pool-{n}-{uuid.uuid4().hex[:6]}")
+        for n, endpoint in enumerate(endpoints)])
+    notifier = Notifier(transport, publisher_id="svc.host", driver="messagingv2", topics=[topic])
+    for i in range(10):
+        notifier.info({}, "thing.happened", {"i": i})
+    assert transport.flush(10) == 0
+    for endpoint in endpoints:
+        got = endpoint.wait_for(10)
+        assert sorted(p["i"] for _, _, _, p in got) == list(range(10))
+    for endpoint in endpoints:
+        assert len(endpoint.settle()) == 10
+
+
+def test_one_pool_splits_partitions_without_duplicates(api, unique_topic):
+    """Listeners without a pool share the consumer_group option's group and split the work."""
+    group = f"shared-{uuid.uuid4().hex[:6]}"
+    transport = api.transport(topic_partitions=2, consumer_group=group)
+    topic = unique_topic("split")
+    endpoints = [Endpoint(), Endpoint()]
+    api.start(*[notify_transport.get_notification_listener(transport, [Target(topic=topic)], [e])
+                for e in endpoints])
+    assert {len(s.listener.assignment) for s in api.servers} == {1}  # one partition each
+    notifier = Notifier(transport, driver="messagingv2", topics=[topic])
+    count = 40
+    for i in range(count):
+        notifier.prepare(publisher_id=f"publisher-{i % 8}").info({}, "e", {"i": i})
+    assert transport.flush(10) == 0
+    deadline = time.monotonic() + 10
+    while sum(len(e.received) for e in endpoints) < count and time.monotonic() < deadline:
+        time.sleep(0.05)
+    for endpoint in endpoints:
+        endpoint.settle()
+    ids = [p["i"] for e in endpoints for _, _, _, p in e.received]
+    assert sorted(ids) == list(range(count))  # everything, once
+    assert all(e.received for e in endpoints)  # both listeners worked
+    # each publisher's notifications went to one listener, in order
+    for endpoint in endpoints:
+        by_publisher: dict[str, list[int]] = {}
+        for _, publisher, _, payload in endpoint.received:
+            by_publisher.setdefault(publisher, []).append(payload["i"])
+        for numbers in by_publisher.values():
+            assert numbers == sorted(numbers)
+    publishers = [{pub for _, pub, _, _ in e.received} for e in endpoints]
+    assert not publishers[0] & publishers[1]
+
+
+def test_batch_listener_sizes_and_timeout(api, unique_topic):
+    transport = api.transport()
+    topic = unique_topic("batch")
+    endpoint = BatchEndpoint()
+    api.start(notify_transport.get_batch_notification_listener(
+        transport, [Target(topic=topic)], [endpoint], pool=f"b-{uuid.uuid4().hex[:6]}",
+        batch_size=5, batch_timeout=1.0))
+    notifier = Notifier(transport, publisher_id="p", driver="messagingv2", topics=[topic])
+    for i in range(12):
+        notifier.info({}, "e", {"i": i})
+    assert transport.flush(10) == 0
+    deadline = time.monotonic() + 10
+    while sum(map(len, endpoint.batches)) < 12 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    sizes = [len(b) for b in endpoint.batches]
+    assert sum(sizes) == 12 and max(sizes) <= 5
+    assert sizes[-1] == 2  # the rest, delivered by the timeout rather than a full batch
+    assert [m["payload"]["i"] for b in endpoint.batches for m in b] == list(range(12))
+    first = endpoint.batches[0][0]
+    assert set(first) >= {"ctxt", "publisher_id", "event_type", "payload", "metadata"}
+
+
+def test_filters(api, unique_topic):
+    transport = api.transport()
+    topic = unique_topic("filter")
+    rule = NotificationFilter(publisher_id="^compute", event_type=r"^instance\.create",
+                              context={"user": "^alice$"}, payload={"state": "^active$"})
+    screened, everything = Endpoint(filter_rule=rule), Endpoint()
+    api.start(notify_transport.get_notification_listener(
+        transport, [Target(topic=topic)], [screened, everything], pool=f"f-{uuid.uuid4().hex[:6]}"))
+    notifier = Notifier(transport, driver="messagingv2", topics=[topic])
+    cases = [  # (publisher, event_type, user, state, matches)
+        ("compute.h1", "instance.create.end", "alice", "active", True),
+        ("network.h1", "instance.create.end", "alice", "active", False),
+        ("compute.h2", "instance.delete.end", "alice", "active", False),
+        ("compute.h3", "instance.create.start", "bob", "active", False),
+        ("compute.h4", "instance.create.end", "alice", "error", False),
+        ("compute.h5", "instance.create.error", "alice", "active", True),
+    ]
+    for n, (publisher, event_type, user, state, _) in enumerate(cases):
+        notifier.prepare(publisher_id=publisher).info({"user": user}, event_type, {"n": n, "state": state})
+    assert transport.flush(10) == 0
+    assert len(everything.wait_for(len(cases))) == len(cases)
+    screened.settle(0.3)
+    assert sorted(p["n"] for _, _, _, p in screened.received) == [
+        n for n, case in enumerate(cases) if case[-1]]
+
+
+def test_all_priorities(api, unique_topic):
+    transport = api.transport("vh")
+    topic = unique_topic("prio")
+    endpoint = Endpoint(PRIORITIES)
+    api.start(notify_transport.get_notification_listener(
+        transport, [Target(topic=topic)], [endpoint], pool=f"p-{uuid.uuid4().hex[:6]}"))
+    notifier = Notifier(transport, publisher_id="p", driver="messagingv2", topics=[topic])
+    for method in ("audit", "debug", "info", "warn", "warning", "error", "critical", "sample"):
+        getattr(notifier, method)({}, f"event.{method}", {"via": method})
+    assert transport.flush(10) == 0
+    got = endpoint.wait_for(8)
+    assert sorted((prio, payload["via"]) for prio, _, _, payload in got) == sorted(
+        [(p, p) for p in PRIORITIES] + [("warn", "warning")])
+    assert len(endpoint.settle()) == 8

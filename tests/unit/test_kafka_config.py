@@ -1,0 +1,180 @@
+"""The librdkafka configuration built from options and the transport URL (no broker)."""
+from __future__ import annotations
+
+import pytest
+from oslo_config import cfg
+
+from notify_transport.drivers.config import resolve_options
+from notify_transport.drivers.kafka import config as kc
+from notify_transport.drivers.kafka.options import GROUP, all_opts
+from notify_transport.exceptions import ConfigurationError, InvalidTransportURL
+from notify_transport.url import TransportURL
+
+
+@pytest.fixture
+def conf() -> cfg.ConfigOpts:
+    conf = cfg.ConfigOpts()
+    conf([])
+    return conf
+
+
+def build(conf: cfg.ConfigOpts, url: str):
+    parsed = TransportURL.parse(conf, url)
+    opts = resolve_options(conf, GROUP, all_opts(), parsed.query, parsed.redacted())
+    return parsed, opts
+
+
+def test_defaults_match_oslo_and_add_safe_delivery(conf):
+    url, opts = build(conf, "kafka://h1:9093,h2")
+    producer = kc.producer_config(url, opts)
+    assert producer["bootstrap.servers"] == "h1:9093,h2:9092"
+    assert producer["security.protocol"] == "PLAINTEXT"
+    assert producer["acks"] == "all"
+    assert producer["enable.idempotence"] is True
+    assert producer["compression.codec"] == "none"
+    assert producer["linger.ms"] == 0.0
+    assert producer["batch.num.messages"] == 16384
+    assert producer["message.timeout.ms"] == 30000
+    assert not any(k.startswith(("sasl.", "ssl.")) for k in producer)
+
+    consumer = kc.consumer_config(url, opts, "pool-a")
+    assert consumer["group.id"] == "pool-a"
+    assert consumer["enable.auto.commit"] is False
+    assert consumer["enable.auto.offset.store"] is False
+    assert consumer["auto.offset.reset"] == "latest"
+    assert consumer["max.partition.fetch.bytes"] == 1024 * 1024
+    assert consumer["session.timeout.ms"] == 45000
+    assert consumer["heartbeat.interval.ms"] == 3000
+    assert "acks" not in consumer and "group.id" not in producer
+
+
+def test_ipv6_hosts_are_bracketed(conf):
+    url, _ = build(conf, "kafka://[::1]:9092,[fe80::1]")
+    assert kc.bootstrap_servers(url) == "[::1]:9092,[fe80::1]:9092"
+
+
+def test_no_host_is_a_clear_error(conf):
+    url, _ = build(conf, "kafka://")
+    with pytest.raises(ConfigurationError, match="names no Kafka broker"):
+        kc.bootstrap_servers(url)
+
+
+@pytest.mark.parametrize("codec", ["none", "gzip", "snappy", "lz4", "zstd"])
+def test_compression_codecs(conf, codec):
+    url, opts = build(conf, f"kafka://h?compression_codec={codec}")
+    assert kc.producer_config(url, opts)["compression.codec"] == codec
+
+
+def test_unknown_codec_rejected_by_the_option_type(conf):
+    with pytest.raises(InvalidTransportURL, match="compression_codec"):
+        build(conf, "kafka://h?compression_codec=brotli")
+
+
+def test_url_query_overrides_options(conf):
+    conf.register_group(cfg.OptGroup(GROUP))
+    conf.register_opts(all_opts(), group=GROUP)
+    conf.set_override("producer_batch_timeout", 0.5, group=GROUP)
+    conf.set_override("producer_batch_size", 100, group=GROUP)
+    url, opts = build(conf, "kafka://h?producer_batch_size=7&producer_acks=all&delivery_timeout=2.5"
+                            "&session_timeout=10&heartbeat_interval=1&enable_auto_commit=true")
+    producer = kc.producer_config(url, opts)
+    assert producer["linger.ms"] == 500.0  # from the option
+    assert producer["batch.num.messages"] == 7  # the URL wins
+    assert producer["message.timeout.ms"] == 2500
+    consumer = kc.consumer_config(url, opts, "g")
+    assert consumer["session.timeout.ms"] == 10000
+    assert consumer["heartbeat.interval.ms"] == 1000
+    assert consumer["enable.auto.commit"] is True
+
+
+def test_unknown_query_key_names_it(conf):
+    with pytest.raises(InvalidTransportURL, match="'linger_ms'"):
+        build(conf, "kafka://h?linger_ms=5")
+
+
+@pytest.mark.parametrize("mechanism", ["PLAIN", "SCRAM-SHA-256", "scram-sha-512"])
+def test_sasl_credentials_from_the_url(conf, mechanism):
+    url, opts = build(conf, f"kafka://us%40er:p%3Ass@h1:9092,other:x@h2:9092"
+                            f"?security_protocol=SASL_SSL&sasl_mechanism={mechanism}"
+                            f"&ssl_cafile=/ca.pem&ssl_client_cert_file=/c.pem"
+                            f"&ssl_client_key_file=/k.pem&ssl_client_key_password=kp")
+    producer = kc.producer_config(url, opts)
+    assert producer["security.protocol"] == "SASL_SSL"
+    assert producer["sasl.mechanism"] == mechanism.upper()
+    assert producer["sasl.username"] == "us@er"  # first host's credentials, percent-decoded
+    assert producer["sasl.password"] == "p:ss"
+    assert producer["ssl.ca.location"] == "/ca.pem"
+    assert producer["ssl.certificate.location"] == "/c.pem"
+    assert producer["ssl.key.location"] == "/k.pem"
+    assert producer["ssl.key.password"] == "kp"
+    redacted = kc.redact(producer)
+    assert redacted["sasl.password"] == "***" and redacted["ssl.key.password"] == "***"
+    assert "p:ss" not in repr(redacted)
+
+
+def test_sasl_credentials_from_options_when_url_has_none(conf):
+    url, opts = build(conf, "kafka://h?security_protocol=SASL_PLAINTEXT&sasl_username=u&sasl_password=pw")
+    consumer = kc.consumer_config(url, opts, "g")
+    assert (consumer["sasl.username"], consumer["sasl.password"]) == ("u", "pw")
+    assert consumer["sasl.mechanism"] == "PLAIN"
+    assert not any(k.startswith("ssl.") for k in consumer)
+
+
+def test_sasl_without_user_is_an_error(conf):
+    url, opts = build(conf, "kafka://h?security_protocol=SASL_SSL")
+    with pytest.raises(ConfigurationError, match="needs a user name"):
+        kc.producer_config(url, opts)
+
+
+def test_unknown_sasl_mechanism(conf):
+    url, opts = build(conf, "kafka://u:p@h?security_protocol=SASL_SSL&sasl_mechanism=MD5")
+    with pytest.raises(ConfigurationError, match="sasl_mechanism 'MD5'"):
+        kc.producer_config(url, opts)
+
+
+def test_ssl_only_no_sasl_keys(conf):
+    url, opts = build(conf, "kafka://u:p@h?security_protocol=SSL&ssl_cafile=/ca.pem")
+    producer = kc.producer_config(url, opts)
+    assert producer["ssl.ca.location"] == "/ca.pem"
+    assert not any(k.startswith("sasl.") for k in producer)
+
+
+def test_escape_hatches_come_last(conf):
+    url, opts = build(conf, "kafka://h?librdkafka_config=socket.keepalive.enable:true,acks:1"
+                            "&producer_config=linger.ms:20,enable.idempotence:false"
+                            "&consumer_config=fetch.wait.max.ms:50,group.id:forced")
+    producer = kc.producer_config(url, opts)
+    assert producer["socket.keepalive.enable"] == "true"
+    assert producer["acks"] == "1"  # the general escape hatch overrides producer_acks
+    assert producer["linger.ms"] == "20"  # the producer one overrides both
+    assert "fetch.wait.max.ms" not in producer
+    consumer = kc.consumer_config(url, opts, "g")
+    assert consumer["socket.keepalive.enable"] == "true"
+    assert consumer["fetch.wait.max.ms"] == "50"
+    assert consumer["group.id"] == "forced"
+    assert "linger.ms" not in consumer
+
+
+def test_idempotence_needs_acks_all(conf):
+    url, opts = build(conf, "kafka://h?producer_acks=1")
+    with pytest.raises(ConfigurationError, match="enable_idempotence requires producer_acks=all"):
+        kc.producer_config(url, opts)
+    url, opts = build(conf, "kafka://h?producer_acks=1&enable_idempotence=false")
+    producer = kc.producer_config(url, opts)
+    assert producer["acks"] == "1" and producer["enable.idempotence"] is False
+
+
+def test_heartbeat_must_be_below_session_timeout(conf):
+    url, opts = build(conf, "kafka://h?session_timeout=2&heartbeat_interval=2")
+    with pytest.raises(ConfigurationError, match="heartbeat_interval"):
+        kc.consumer_config(url, opts, "g")
+
+
+def test_oslo_option_names_are_all_present():
+    from oslo_messaging._drivers.kafka_driver import kafka_options
+
+    ours = {o.name: o for o in all_opts()}
+    for opt in kafka_options.KAFKA_OPTS:
+        assert opt.name in ours, opt.name
+        assert ours[opt.name].default == opt.default
+        assert type(ours[opt.name]) is type(opt)
