@@ -104,6 +104,19 @@ class QueueConsumer(ChannelUser):
                 return False
         return True
 
+    def start_and_wait(self) -> None:
+        """Start consuming and return once every queue is consumed.
+
+        Waits as long as the broker is unreachable (logging every 5 s, since
+        the connection keeps retrying) and raises if the broker refuses.
+        """
+        self.start()
+        waited = 0.0
+        while not self.wait_ready(5.0):
+            waited += 5.0
+            LOG.warning("%s: still waiting for RabbitMQ after %.0fs: %s", self.name, waited,
+                        self.conn.last_error or "connecting")
+
     def get(self, timeout: float | None, max_messages: int = 1) -> list[Delivery]:
         """Up to ``max_messages`` buffered deliveries; ``[]`` after ``timeout`` or once stopped and drained."""
         deadline = None if timeout is None else time.monotonic() + timeout

@@ -405,12 +405,7 @@ class RpcListener(Listener):
 
     def start(self) -> None:
         """Return once the three queues are consumed (raises if the broker refuses)."""
-        self.consumer.start()
-        waited = 0.0
-        while not self.consumer.wait_ready(5.0):
-            waited += 5.0
-            LOG.warning("%r: still waiting for RabbitMQ after %.0fs: %s", self, waited,
-                        self.consumer.conn.last_error or "connecting")
+        self.consumer.start_and_wait()
 
     def poll(self, timeout: float | None = None, max_messages: int = 1) -> list[IncomingMessage]:
         deliveries = self.consumer.get(timeout, max_messages)
