@@ -1,0 +1,156 @@
+"""Argument types and option groups shared by the operator commands.
+
+Every type raises ``argparse.ArgumentTypeError`` with a message that says
+what was expected, so that bad input ends with exit status 2 and a clear line
+from argparse before anything connects to a broker.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import re
+from typing import Any
+
+from notify_transport.cli.common import add_transport_args
+from notify_transport.cli.ops import timespec
+from notify_transport.drivers.base import PRIORITIES
+
+#: Accepted spellings that are not priority names themselves.
+PRIORITY_ALIASES = {"warning": "warn"}
+
+DEFAULT_CONNECT_TIMEOUT = 10.0
+
+
+class HelpFormatter(argparse.RawDescriptionHelpFormatter):
+    """Keeps the description and examples as written; shows a default when there is one to show."""
+
+    def _get_help_string(self, action: argparse.Action) -> str:
+        text = action.help or ""
+        default = action.default
+        if ("default" in text or default in (None, False, [], {}, argparse.SUPPRESS)
+                or not action.option_strings):
+            return text
+        return f"{text} (default: %(default)s)"
+
+
+def add_command(sub: Any, name: str, summary: str, description: str, examples: str) -> argparse.ArgumentParser:
+    """A subcommand parser whose ``--help`` ends with ``examples``."""
+    return sub.add_parser(name, help=summary, description=description,
+                          epilog="examples:\n" + examples.strip("\n"),
+                          formatter_class=HelpFormatter)
+
+
+#: What argparse takes for a negative number, plus relative times such as -1h or -1h30m.
+_NEGATIVE_OR_RELATIVE = re.compile(r"^-\d+$|^-\d*\.\d+$|^-(\d+(\.\d+)?[smhdw])+$")
+
+
+def accept_relative_times(parser: argparse.ArgumentParser) -> None:
+    """Let ``--to-time -1h`` through: argparse otherwise takes ``-1h`` for an unknown option."""
+    parser._negative_number_matcher = _NEGATIVE_OR_RELATIVE  # noqa: SLF001 - no public hook
+
+
+def add_connection_args(parser: argparse.ArgumentParser) -> None:
+    """--config-file, --transport-url and --connect-timeout."""
+    add_transport_args(parser)
+    parser.add_argument("--connect-timeout", type=positive_float, default=DEFAULT_CONNECT_TIMEOUT,
+                        metavar="SECONDS",
+                        help="how long to wait for the brokers to answer before giving up "
+                             "(exit status 3)")
+
+
+# -- types -------------------------------------------------------------------------
+
+def priority(text: str) -> str:
+    """One priority name, case-insensitive; ``warning`` means ``warn``."""
+    name = text.strip().lower()
+    name = PRIORITY_ALIASES.get(name, name)
+    if name not in PRIORITIES:
+        raise argparse.ArgumentTypeError(
+            f"unknown priority {text!r}; expected one of {', '.join(PRIORITIES)}")
+    return name
+
+
+def priority_list(text: str) -> list[str]:
+    """``info,error`` -> ``["info", "error"]`` (used with ``action="extend"``)."""
+    names = [part for part in text.split(",") if part.strip()]
+    if not names:
+        raise argparse.ArgumentTypeError("expected a comma-separated list of priorities")
+    return [priority(name) for name in names]
+
+
+def json_value(text: str) -> Any:
+    """JSON text, or ``@path`` to read it from a file."""
+    source = "JSON"
+    if text.startswith("@"):
+        path = text[1:]
+        try:
+            with open(path, encoding="utf-8") as handle:
+                text = handle.read()
+        except OSError as exc:
+            raise argparse.ArgumentTypeError(f"cannot read {path}: {exc.strerror}") from None
+        source = f"JSON in {path}"
+    try:
+        return json.loads(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(f"invalid {source}: {exc}") from None
+
+
+def json_object(text: str) -> dict[str, Any]:
+    """Like :func:`json_value`, and the value must be an object (a request context)."""
+    value = json_value(text)
+    if not isinstance(value, dict):
+        raise argparse.ArgumentTypeError(f"expected a JSON object, got {type(value).__name__}")
+    return value
+
+
+def regex(text: str) -> re.Pattern[str]:
+    try:
+        return re.compile(text)
+    except re.error as exc:
+        raise argparse.ArgumentTypeError(f"invalid regular expression {text!r}: {exc}") from None
+
+
+def positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+    return value
+
+
+def non_negative_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be 0 or more, got {value}")
+    return value
+
+
+def positive_float(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number of seconds, got {text!r}") from None
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"must be more than 0, got {text}")
+    return value
+
+
+def point_in_time(text: str) -> float:
+    """Seconds since the epoch, from ISO 8601 or a relative time."""
+    try:
+        return timespec.parse_time(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def topic_name(text: str) -> str:
+    """A notification topic as the notifier names it (no priority, no vhost)."""
+    name = text.strip()
+    if not name:
+        raise argparse.ArgumentTypeError("empty topic name")
+    return name

@@ -1,0 +1,101 @@
+"""Printing for the operator commands: tables, JSON, progress lines and failures.
+
+Results go to stdout (a table or JSON, for people or scripts); progress,
+warnings and errors go to stderr so that piping the results stays clean.
+"""
+from __future__ import annotations
+
+import functools
+import json
+import sys
+import time
+from typing import Any, Callable, Sequence, TextIO
+
+from notify_transport.cli.ops.cluster import ClusterError
+
+EXIT_OK, EXIT_FAILURE = 0, 1
+
+
+def table(headers: Sequence[str], rows: Sequence[Sequence[Any]], right: Sequence[str] = ()) -> str:
+    """Aligned columns; columns named in ``right`` (numbers) are right-aligned; None prints as -."""
+    cells = [[("-" if v is None else str(v)) for v in row] for row in rows]
+    widths = [max([len(h)] + [len(r[i]) for r in cells]) for i, h in enumerate(headers)]
+
+    def line(values: Sequence[str]) -> str:
+        parts = [v.rjust(w) if h in right else v.ljust(w) for v, w, h in zip(values, widths, headers)]
+        return "  ".join(parts).rstrip()
+
+    return "\n".join([line(list(headers))] + [line(r) for r in cells])
+
+
+def print_json(value: Any, out: TextIO | None = None) -> None:
+    print(json.dumps(value, indent=2, sort_keys=True, default=str), file=out or sys.stdout)
+
+
+def warn(message: str) -> None:
+    print(f"notify-transport: warning: {message}", file=sys.stderr)
+
+
+def fail(message: str) -> int:
+    """Print an error on stderr and return the failure exit status."""
+    print(f"notify-transport: error: {message}", file=sys.stderr)
+    return EXIT_FAILURE
+
+
+def failures_exit_1(run: Callable[..., int]) -> Callable[..., int]:
+    """A broker that refused an operation is a failure (1), not a usage error nor an outage."""
+
+    @functools.wraps(run)
+    def wrapper(*args: Any, **kwargs: Any) -> int:
+        try:
+            return run(*args, **kwargs)
+        except ClusterError as exc:
+            return fail(str(exc))
+
+    return wrapper
+
+
+class Progress:
+    """A progress line on stderr for long work.
+
+    On a terminal the line is rewritten in place a few times a second; into a
+    file or pipe a line is written at most every ``interval`` seconds, so logs
+    of long runs show progress without a line per item.
+    """
+
+    def __init__(self, label: str, total: int | None = None, stream: TextIO | None = None,
+                 interval: float | None = None, rate: bool = True) -> None:
+        self.label = label
+        self.rate = rate
+        self.total = total
+        self.stream = stream or sys.stderr
+        self.tty = bool(getattr(self.stream, "isatty", lambda: False)())
+        self.interval = interval if interval is not None else (0.2 if self.tty else 2.0)
+        self.started = time.monotonic()
+        self._last = self.started  # nothing shown for work shorter than one interval
+        self._shown = False
+
+    def update(self, done: int, extra: str = "", force: bool = False) -> None:
+        now = time.monotonic()
+        if not force and now - self._last < self.interval:
+            return
+        self._last = now
+        total = f"/{self.total}" if self.total is not None else ""
+        text = f"{self.label} {done}{total}"
+        if self.rate and now > self.started:
+            text += f" ({done / (now - self.started):,.0f}/s)"
+        if extra:
+            text += f" {extra}"
+        if self.tty:
+            self.stream.write("\r\033[K" + text)
+        else:
+            self.stream.write(text + "\n")
+        self.stream.flush()
+        self._shown = True
+
+    def done(self, done: int, extra: str = "") -> None:
+        """Show the final count and end the line."""
+        self.update(done, extra, force=True)
+        if self.tty:
+            self.stream.write("\n")
+            self.stream.flush()

@@ -1,0 +1,123 @@
+"""``notify-transport topics``: notification topics of the cluster, grouped by vhost."""
+from __future__ import annotations
+
+import argparse
+import dataclasses
+from typing import Any, Mapping, Sequence
+
+from notify_transport.cli.ops import args as cli_args
+from notify_transport.cli.ops.cluster import open_cluster
+from notify_transport.cli.ops.output import EXIT_OK, fail, failures_exit_1, print_json, table
+from notify_transport.pipeline.topics import parse_topic
+
+DESCRIPTION = """\
+List the notification topics of the cluster, grouped by vhost: Kafka topics named
+TOPIC.PRIORITY[.VHOST] as the Kafka driver names them, with their partitions and
+the number of notifications they keep (end offset minus earliest offset, summed
+over the partitions). Topics that are not named like that are left out unless
+--all is given; Kafka's internal topics are always left out.
+
+The vhost of the transport URL does not restrict the list: use --vhost.
+
+exit status: 0 listed, 1 nothing matched, 2 bad input or configuration,
+3 brokers unreachable"""
+
+EXAMPLES = """\
+  notify-transport topics --transport-url kafka://127.0.0.1:9092
+  notify-transport topics --transport-url kafka://127.0.0.1:9092 --vhost prod --json
+  notify-transport topics --config-file /etc/nova/nova.conf --topic versioned_notifications --all"""
+
+#: How the list shows notification topics without a vhost.
+NO_VHOST = "(no vhost)"
+
+
+def add_parser(sub: Any) -> None:
+    p = cli_args.add_command(sub, "topics", "list notification topics per vhost with their sizes",
+                             DESCRIPTION, EXAMPLES)
+    cli_args.add_connection_args(p)
+    p.add_argument("--vhost", metavar="VHOST", help="only this vhost's topics")
+    p.add_argument("--topic", action="append", type=cli_args.topic_name, metavar="TOPIC",
+                   help="only these notification topics, may repeat (also splits names whose "
+                        "topic contains dots exactly)")
+    p.add_argument("--all", action="store_true",
+                   help="also list topics that are not notification topics")
+    p.add_argument("--json", action="store_true", help="print JSON instead of tables")
+    p.set_defaults(func=run)
+
+
+@dataclasses.dataclass(frozen=True)
+class TopicRow:
+    kafka_topic: str
+    topic: str
+    priority: str | None
+    vhost: str | None
+    partitions: int
+    messages: int
+
+
+def classify(partition_counts: Mapping[str, int], messages: Mapping[str, int],
+             base_topics: Sequence[str] = ()) -> tuple[dict[str | None, list[TopicRow]], list[TopicRow]]:
+    """Notification topics by vhost (None: no vhost), and the other topics."""
+    by_vhost: dict[str | None, list[TopicRow]] = {}
+    other: list[TopicRow] = []
+    for name in sorted(partition_counts):
+        parts = parse_topic(name, base_topics)
+        row = TopicRow(name, parts.base, parts.priority, parts.vhost, partition_counts[name],
+                       messages.get(name, 0))
+        if parts.priority is None or (base_topics and parts.base not in base_topics):
+            other.append(row)
+        else:
+            by_vhost.setdefault(parts.vhost, []).append(row)
+    return by_vhost, other
+
+
+def render(by_vhost: Mapping[str | None, Sequence[TopicRow]], other: Sequence[TopicRow]) -> str:
+    headers = ("TOPIC", "PRIORITY", "KAFKA TOPIC", "PARTITIONS", "MESSAGES")
+    blocks = []
+    for vhost in sorted(by_vhost, key=lambda v: (v is not None, v or "")):
+        rows = [(r.topic, r.priority, r.kafka_topic, r.partitions, r.messages) for r in by_vhost[vhost]]
+        total = sum(r.messages for r in by_vhost[vhost])
+        body = table(headers, rows, right=("PARTITIONS", "MESSAGES"))
+        blocks.append(f"vhost {vhost if vhost is not None else NO_VHOST}: {len(rows)} topic(s), "
+                      f"{total} message(s)\n" + _indent(body))
+    if other:
+        rows = [(r.kafka_topic, r.partitions, r.messages) for r in other]
+        blocks.append(f"other topics: {len(rows)}\n"
+                      + _indent(table(("KAFKA TOPIC", "PARTITIONS", "MESSAGES"), rows,
+                                      right=("PARTITIONS", "MESSAGES"))))
+    return "\n\n".join(blocks)
+
+
+def _indent(text: str) -> str:
+    return "\n".join("  " + line for line in text.splitlines())
+
+
+@failures_exit_1
+def run(args: argparse.Namespace) -> int:
+    base_topics = list(dict.fromkeys(args.topic or []))
+    with open_cluster(args) as cluster:
+        counts = cluster.topic_partitions()
+        by_vhost, other = classify(counts, {}, base_topics)
+        if args.vhost is not None:
+            by_vhost = {v: rows for v, rows in by_vhost.items() if v == args.vhost}
+        if not args.all:
+            other = []
+        shown = [r.kafka_topic for rows in by_vhost.values() for r in rows] + [r.kafka_topic for r in other]
+        partitions = [(t, p) for t in shown for p in range(counts[t])]
+        marks = cluster.watermarks(partitions)
+    sizes: dict[str, int] = {}
+    for (topic, _), (low, high) in marks.items():
+        sizes[topic] = sizes.get(topic, 0) + max(0, high - low)
+    by_vhost = {v: [dataclasses.replace(r, messages=sizes.get(r.kafka_topic, 0)) for r in rows]
+                for v, rows in by_vhost.items()}
+    other = [dataclasses.replace(r, messages=sizes.get(r.kafka_topic, 0)) for r in other]
+    if not shown:
+        what = f" on vhost {args.vhost!r}" if args.vhost is not None else ""
+        return fail(f"no notification topic{what} in the cluster")
+    if args.json:
+        print_json({"vhosts": [{"vhost": v, "topics": [dataclasses.asdict(r) for r in by_vhost[v]]}
+                               for v in sorted(by_vhost, key=lambda v: (v is not None, v or ""))],
+                    "other": [dataclasses.asdict(r) for r in other]})
+    else:
+        print(render(by_vhost, other))
+    return EXIT_OK

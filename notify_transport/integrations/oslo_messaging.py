@@ -1,0 +1,338 @@
+"""notify-transport's Kafka driver as an oslo.messaging driver, under the scheme ``ntkafka``.
+
+A service that keeps using oslo.messaging switches to this project's Kafka
+driver by changing only the scheme of its notification transport URL::
+
+    [oslo_messaging_notifications]
+    transport_url = ntkafka://kafka1:9092,kafka2:9092/prod
+
+and gets its fixes: the vhost on the listening side too, delivery reports
+(failed deliveries logged and counted, never silently dropped), listeners that
+do not miss what is sent right after ``start()``, idempotent sends.
+
+The class below is registered in the ``oslo.messaging.drivers`` entry point
+namespace. It wraps :class:`~notify_transport.drivers.kafka.driver.KafkaDriver`:
+
+* options come from the service's configuration, ``[oslo_messaging_kafka]``
+  (oslo's own Kafka options, same names and meanings, plus ours), and the URL
+  query overrides them, as with ``kafka://``;
+* listener options of the driver (its delivery modes) are given in the URL
+  query as ``listener.<name>=<value>``; values ``true``/``false`` and numbers
+  are converted, the rest passed as strings, and the driver rejects a name it
+  does not know when a listener is created;
+* RPC is not carried: ``send`` and ``listen`` raise ``NotImplementedError``,
+  as oslo's own Kafka driver does.
+
+Importing this module needs oslo.messaging; nothing else in notify-transport
+imports it.
+"""
+from __future__ import annotations
+
+import logging
+import re
+import threading
+import time
+from typing import Any, Iterable
+
+import oslo_messaging
+from oslo_messaging._drivers import base as oslo_base
+
+from notify_transport import exceptions as nt_exceptions
+from notify_transport.drivers.base import IncomingMessage, Listener
+from notify_transport.drivers.kafka.driver import KafkaDriver
+from notify_transport.drivers.kafka.reporting import RateLimitedLog
+from notify_transport.target import Target
+from notify_transport.url import TransportHost, TransportURL
+
+LOG = logging.getLogger(__name__)
+
+#: The scheme this driver is registered under in ``oslo.messaging.drivers``.
+SCHEME = "ntkafka"
+#: URL query keys starting with this are listener options, not driver options.
+LISTENER_OPTION_PREFIX = "listener."
+#: Longest wait of one underlying poll, so that a stop is noticed quickly.
+POLL_SLICE = 1.0
+_INT = re.compile(r"[+-]?\d+")
+_FLOAT = re.compile(r"[+-]?(\d+\.\d*|\.\d+|\d+)([eE][+-]?\d+)?")
+
+
+# -- URL ---------------------------------------------------------------------------------
+
+def listener_option_value(text: str) -> Any:
+    """``true``/``false`` -> bool, ``12`` -> int, ``0.5`` -> float, anything else as given."""
+    lowered = text.strip().lower()
+    if lowered in ("true", "false"):
+        return lowered == "true"
+    if _INT.fullmatch(text.strip()):
+        return int(text)
+    if _FLOAT.fullmatch(text.strip()):
+        return float(text)
+    return text
+
+
+def convert_url(url: Any) -> tuple[TransportURL, dict[str, Any]]:
+    """oslo's TransportURL -> (our ``kafka://`` TransportURL, listener options from the query)."""
+    query: dict[str, str] = {}
+    listener_options: dict[str, Any] = {}
+    for key, value in dict(url.query or {}).items():
+        if key.startswith(LISTENER_OPTION_PREFIX):
+            name = key[len(LISTENER_OPTION_PREFIX):]
+            if not name:
+                raise nt_exceptions.InvalidTransportURL(
+                    _redacted(url), f"Empty listener option name in {key!r}: use listener.<name>=<value>")
+            listener_options[name] = listener_option_value(value)
+        else:
+            query[key] = value
+    hosts = [TransportHost(h.hostname, h.port, h.username, h.password) for h in url.hosts]
+    ours = TransportURL(conf=url.conf, transport="kafka", virtual_host=url.virtual_host,
+                        hosts=hosts, query=query)
+    return ours, listener_options
+
+
+def _redacted(url: Any) -> str:
+    hosts = [TransportHost(h.hostname, h.port, h.username, h.password) for h in url.hosts]
+    return TransportURL(transport=url.transport, virtual_host=url.virtual_host, hosts=hosts,
+                        query=dict(url.query or {})).redacted()
+
+
+# -- errors ----------------------------------------------------------------------------------
+
+def oslo_error(exc: BaseException, target: Any = None) -> BaseException:
+    """The oslo.messaging exception a caller of oslo's API expects for one of ours.
+
+    A configuration error stays ours (a ValueError naming the bad option).
+    Nothing becomes oslo's TransportDriverError: oslo.messaging 18.3.1's
+    notification server fails with an AttributeError when it catches one.
+    """
+    if isinstance(exc, nt_exceptions.InvalidTarget):
+        return oslo_messaging.InvalidTarget(str(exc), target if target is not None else exc.target)
+    if isinstance(exc, nt_exceptions.MessageDeliveryFailure):
+        return oslo_messaging.MessageDeliveryFailure(str(exc))
+    if isinstance(exc, nt_exceptions.MessagingTimeout):
+        return oslo_messaging.MessagingTimeout(str(exc))
+    if isinstance(exc, nt_exceptions.ConfigurationError):
+        return exc
+    return oslo_messaging.MessagingException(f"{type(exc).__name__}: {exc}")
+
+
+# -- incoming messages and the listener -------------------------------------------------------
+
+class OsloNotification(oslo_base.IncomingMessage):
+    """One of our received notifications, as oslo's notification server handles it."""
+
+    def __init__(self, incoming: IncomingMessage) -> None:
+        super().__init__(incoming.ctxt, incoming.message, msg_id=incoming.message.get("message_id"))
+        self.incoming = incoming
+
+    def acknowledge(self) -> None:
+        try:
+            self.incoming.acknowledge()
+        except Exception:  # noqa: BLE001 - oslo: "does not raise", log the reason
+            LOG.exception("Could not acknowledge %s", self.incoming.coordinates)
+
+    def requeue(self) -> None:
+        try:
+            self.incoming.requeue()
+        except Exception:  # noqa: BLE001
+            LOG.exception("Could not requeue %s", self.incoming.coordinates)
+
+    def __repr__(self) -> str:
+        return f"<OsloNotification {self.incoming.coordinates}>"
+
+
+class NotificationPollListener(oslo_base.PollStyleListener):
+    """oslo's poll-style listener over one of our (already started) Kafka listeners.
+
+    ``poll`` follows oslo's contract: it returns as soon as ``batch_size``
+    messages are there, or once at least one is there and ``batch_timeout``
+    (counted from the first) ran out, or when ``timeout`` passes without any,
+    or on ``stop()`` with what it has. It never raises: errors are logged
+    (rate-limited) and polling goes on.
+    """
+
+    def __init__(self, listener: Listener, on_cleanup: Any = None) -> None:
+        super().__init__(prefetch_size=-1)
+        self.listener = listener
+        self._on_cleanup = on_cleanup
+        self._stopped = threading.Event()
+        self._errors = RateLimitedLog(LOG, interval=30.0)
+
+    def __repr__(self) -> str:
+        return f"<NotificationPollListener {self.listener!r}>"
+
+    def poll(self, timeout: float | None = None, batch_size: int = 1,
+             batch_timeout: float | None = None) -> list[OsloNotification]:
+        size = max(1, int(batch_size or 1))
+        if self.prefetch_size > 0:
+            size = min(size, self.prefetch_size)
+        out: list[OsloNotification] = []
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while not out:
+            wait = self._wait_until(deadline)
+            if wait is None:
+                return out
+            out.extend(self._take(wait, size))
+        if len(out) >= size:
+            return out
+        batch_deadline = None if batch_timeout is None else time.monotonic() + batch_timeout
+        while len(out) < size:
+            wait = self._wait_until(batch_deadline)
+            if wait is None:
+                break
+            out.extend(self._take(wait, size - len(out)))
+        return out
+
+    def _wait_until(self, deadline: float | None) -> float | None:
+        """How long the next underlying poll may wait; None when stopped or past ``deadline``."""
+        if self._stopped.is_set():
+            return None
+        if deadline is None:
+            return POLL_SLICE
+        left = deadline - time.monotonic()
+        return min(POLL_SLICE, left) if left > 0 else None
+
+    def _take(self, wait: float, count: int) -> list[OsloNotification]:
+        try:
+            return [OsloNotification(m) for m in self.listener.poll(timeout=wait, max_messages=count)]
+        except Exception as exc:  # noqa: BLE001 - oslo's poll must not raise
+            self._errors.log(logging.ERROR, type(exc), "%r: polling failed, retrying: %s", self, exc)
+            self._stopped.wait(min(wait, POLL_SLICE))
+            return []
+
+    def stop(self) -> None:
+        self._stopped.set()
+        self.listener.stop()
+
+    def cleanup(self) -> None:
+        self._stopped.set()
+        self.listener.stop()
+        try:
+            self.listener.commit()
+        except Exception:  # noqa: BLE001 - close anyway
+            LOG.exception("%r: final commit failed", self)
+        try:
+            self.listener.cleanup()
+        finally:
+            self._errors.summarize()
+            if self._on_cleanup is not None:
+                self._on_cleanup(self)
+
+
+# -- the driver -----------------------------------------------------------------------------------
+
+class NtKafkaDriver(oslo_base.BaseDriver):
+    """oslo.messaging driver ``ntkafka://``: notifications through notify-transport's Kafka driver."""
+
+    prefetch_size = 0
+
+    def __init__(self, conf: Any, url: Any, default_exchange: str | None = None,
+                 allowed_remote_exmods: Iterable[str] | None = None) -> None:
+        super().__init__(conf, url, default_exchange, allowed_remote_exmods)
+        try:
+            our_url, self.listener_options = convert_url(url)
+            self.driver = KafkaDriver(conf, our_url, default_exchange, allowed_remote_exmods)
+        except nt_exceptions.InvalidTransportURL as exc:
+            # the caller of oslo's get_notification_transport() catches oslo's exception
+            raise oslo_messaging.InvalidTransportURL(_redacted(url), str(exc)) from exc
+        self._listeners: list[NotificationPollListener] = []
+        self._lock = threading.Lock()
+
+    def __repr__(self) -> str:
+        return f"<NtKafkaDriver {_redacted(self._url)}>"
+
+    def require_features(self, requeue: bool = False) -> None:
+        """Requeue needs a delivery mode that supports it ([oslo_messaging_kafka] or the URL query)."""
+        if requeue and not self.requeue_supported():
+            raise NotImplementedError(
+                f"Message requeueing is not supported by the {SCHEME} driver in its default delivery "
+                "mode (offsets are committed before dispatch, as oslo's Kafka driver does); choose a "
+                "delivery mode that can requeue in [oslo_messaging_kafka] or the transport URL query")
+
+    def requeue_supported(self) -> bool:
+        """Whether listeners of this transport can requeue, as the Kafka driver's settings say."""
+        check = getattr(self.driver, "supports_requeue", None)
+        if callable(check):
+            return bool(check(**self.listener_options))
+        try:
+            from notify_transport.drivers.kafka.settings import listener_settings
+            settings = listener_settings(self.driver.opts, dict(self.listener_options))
+        except (ImportError, TypeError, nt_exceptions.ConfigurationError) as exc:
+            LOG.debug("Cannot tell whether requeue is possible: %s", exc)
+            return False
+        return bool(getattr(settings, "requeue_possible", False))
+
+    # -- notifications --------------------------------------------------------------------
+    def send_notification(self, target: Any, ctxt: Any, message: dict, version: float,
+                          retry: int | None = None) -> None:
+        try:
+            self.driver.send_notification(Target(exchange=target.exchange, topic=target.topic),
+                                          ctxt, message, version, retry=retry)
+        except nt_exceptions.MessagingException as exc:
+            error = oslo_error(exc, target)
+            if error is exc:
+                raise
+            raise error from exc
+
+    def listen_for_notifications(self, targets_and_priorities: Iterable[tuple[Any, str]], pool: str | None,
+                                 batch_size: int, batch_timeout: float | None) -> oslo_base.Listener:
+        """Subscribe now, so that oslo's ``server.start()`` returns with the subscription live."""
+        pairs = [(Target(exchange=t.exchange, topic=t.topic), priority)
+                 for t, priority in targets_and_priorities]
+        try:
+            listener = self.driver.listen_for_notifications(pairs, pool, batch_size, batch_timeout,
+                                                            **self.listener_options)
+        except nt_exceptions.MessagingException as exc:
+            error = oslo_error(exc)
+            if error is exc:
+                raise
+            raise error from exc
+        try:
+            listener.start()
+        except BaseException as exc:
+            listener.stop()
+            listener.cleanup()
+            error = oslo_error(exc) if isinstance(exc, nt_exceptions.MessagingException) else exc
+            if error is exc:
+                raise
+            raise error from exc
+        poll_listener = NotificationPollListener(listener, on_cleanup=self._forget)
+        with self._lock:
+            self._listeners.append(poll_listener)
+        return oslo_base.PollStyleListenerAdapter(poll_listener, batch_size, batch_timeout)
+
+    def _forget(self, poll_listener: NotificationPollListener) -> None:
+        with self._lock:
+            if poll_listener in self._listeners:
+                self._listeners.remove(poll_listener)
+
+    def flush(self, timeout: float | None = None) -> int:
+        """Wait for sent notifications to be confirmed; return how many are still pending."""
+        return self.driver.flush(timeout)
+
+    def delivery_stats(self) -> dict[str, int]:
+        """Counters of sent, delivered and failed notifications."""
+        return self.driver.delivery_stats()
+
+    # -- RPC: not carried ----------------------------------------------------------------------
+    def send(self, target: Any, ctxt: Any, message: Any, wait_for_reply: Any = None,
+             timeout: Any = None, call_monitor_timeout: Any = None, retry: Any = None,
+             transport_options: Any = None) -> Any:
+        raise NotImplementedError(f"The {SCHEME} driver carries notifications only; "
+                                  "use a rabbit:// transport_url for RPC")
+
+    def listen(self, target: Any, batch_size: int, batch_timeout: float | None) -> Any:
+        raise NotImplementedError(f"The {SCHEME} driver carries notifications only; "
+                                  "use a rabbit:// transport_url for RPC")
+
+    # -- end -------------------------------------------------------------------------------------------
+    def cleanup(self) -> None:
+        """Close listeners oslo did not clean up, then flush (bounded) and close the driver."""
+        with self._lock:
+            listeners, self._listeners = list(self._listeners), []
+        for poll_listener in listeners:
+            try:
+                poll_listener.stop()
+                poll_listener.cleanup()
+            except Exception:  # noqa: BLE001 - close the others anyway
+                LOG.exception("Closing %r failed", poll_listener)
+        self.driver.cleanup()

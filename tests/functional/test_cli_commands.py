@@ -1,0 +1,371 @@
+"""The operator commands on noida (and on the cluster of $NOTIFY_TRANSPORT_KAFKA_BOOTSTRAP when set),
+run in-process through ``cli.main.main``.
+
+Each test uses topics of its own (``unique_topic``) on a vhost of its own, and
+the library's Notifier and listeners to make the state the commands inspect.
+"""
+from __future__ import annotations
+
+import contextlib
+import json
+import threading
+import time
+import uuid
+from typing import Any, Iterator
+
+import pytest
+from confluent_kafka.admin import AdminClient
+
+import notify_transport as nt
+from notify_transport.testing.brokers import external_kafka
+from notify_transport.cli import main as cli_main
+from notify_transport.cli.ops.timespec import format_time
+
+pytestmark = pytest.mark.functional
+
+
+@pytest.fixture(params=["noida"] + (["external"] if external_kafka() is not None else []))
+def broker(request: pytest.FixtureRequest) -> Any:
+    """noida-db, and the cluster named by $NOTIFY_TRANSPORT_KAFKA_BOOTSTRAP when set."""
+    return request.getfixturevalue(request.param)
+
+
+# -- helpers ---------------------------------------------------------------------------------
+
+def cli(capsys: pytest.CaptureFixture[str], *argv: Any) -> tuple[int, str, str]:
+    """Run the CLI in-process; return (exit status, stdout, stderr)."""
+    capsys.readouterr()
+    try:
+        code = cli_main.main([str(a) for a in argv])
+    except SystemExit as exc:
+        code = int(exc.code or 0)
+    captured = capsys.readouterr()
+    return code, captured.out, captured.err
+
+
+def vhost() -> str:
+    return f"v{uuid.uuid4().hex[:8]}"
+
+
+class Seen:
+    """An endpoint recording the ``seq`` of each info notification."""
+
+    def __init__(self) -> None:
+        self.seqs: list[int] = []
+        self._cond = threading.Condition()
+
+    def info(self, ctxt, publisher_id, event_type, payload, metadata) -> None:
+        with self._cond:
+            self.seqs.append(payload["seq"])
+            self._cond.notify_all()
+
+    def wait_for(self, count: int, timeout: float = 20.0) -> list[int]:
+        deadline = time.monotonic() + timeout
+        with self._cond:
+            while len(self.seqs) < count and time.monotonic() < deadline:
+                self._cond.wait(deadline - time.monotonic())
+            return list(self.seqs)
+
+    def settle(self, quiet: float = 0.5) -> list[int]:
+        """Everything received once nothing new came for ``quiet`` seconds."""
+        seen = -1
+        while seen != len(self.seqs):
+            seen = len(self.seqs)
+            time.sleep(quiet)
+        return list(self.seqs)
+
+
+@contextlib.contextmanager
+def pool_listener(transport: Any, topic: str, pool: str, endpoint: Any) -> Iterator[Any]:
+    server = nt.get_notification_listener(transport, [nt.Target(topic=topic)], [endpoint], pool=pool)
+    server.start()
+    try:
+        yield server
+    finally:
+        server.stop()
+        server.wait()
+
+
+def send(transport: Any, topic: str, seqs: range | list[int], priority: str = "info",
+         event_type: str = "test.event", publisher: str = "compute.host1") -> None:
+    notifier = nt.Notifier(transport, publisher_id=publisher, driver="messagingv2", topics=[topic])
+    for seq in seqs:
+        getattr(notifier, priority)({"request_id": f"req-{seq}"}, event_type, {"seq": seq})
+    assert notifier.flush(10) == 0
+
+
+@pytest.fixture
+def transports(kafka_conf) -> Iterator[Any]:
+    """``transports(url)`` -> a notification transport, cleaned up after the test."""
+    made: list[Any] = []
+
+    def make(url: str) -> Any:
+        transport = nt.get_notification_transport(kafka_conf, url)
+        made.append(transport)
+        return transport
+
+    yield make
+    for transport in made:
+        transport.cleanup()
+
+
+# -- send and tail ----------------------------------------------------------------------------
+
+def test_send_then_tail_gets_it(broker, unique_topic, capsys) -> None:
+    topic, url = unique_topic("send"), broker.url(vhost())
+    code, out, err = cli(capsys, "send", "--transport-url", url, "--topic", topic, "--priority", "error",
+                         "--event-type", "compute.instance.create.error", "--publisher-id", "compute.h1",
+                         "--payload", '{"instance_id": "i-1", "n": [1, 2]}',
+                         "--ctxt", '{"user": "u1", "auth_token": "secret"}')
+    assert code == 0, err
+    kafka_topic = f"{topic}.error.{url.rsplit('/', 1)[1]}"
+    assert f"sent 1 notification(s) to {kafka_topic}; all confirmed" in out
+
+    code, out, err = cli(capsys, "tail", "--transport-url", url, "--topic", topic, "--from", "earliest",
+                         "--max", "1", "--timeout", "30", "--json")
+    assert code == 0, err
+    record = json.loads(out)
+    assert record["topic"] == kafka_topic and record["offset"] == 0
+    assert record["ctxt"] == {"user": "u1"}  # the secret never left the sender
+    message = record["message"]
+    assert (message["priority"], message["event_type"], message["publisher_id"], message["payload"]) == (
+        "ERROR", "compute.instance.create.error", "compute.h1", {"instance_id": "i-1", "n": [1, 2]})
+    assert "1 notification(s) shown, 0 filtered out" in err
+
+    code, out, err = cli(capsys, "tail", "--transport-url", url, "--topic", topic, "--from", "earliest",
+                         "--max", "1", "--timeout", "30", "--long")
+    assert code == 0, err
+    assert out.startswith(f"{kafka_topic}[0]@0 ")
+    assert out.rstrip().endswith('ERROR    compute.h1 compute.instance.create.error {"instance_id":"i-1","n":[1,2]}')
+
+
+def test_tail_filters_and_reads_beside_the_pools(broker, unique_topic, transports, capsys) -> None:
+    topic, url = unique_topic("filters"), broker.url(vhost())
+    transport = transports(url)
+    seen = Seen()
+    with pool_listener(transport, topic, "billing", seen):
+        send(transport, topic, range(0, 3), event_type="compute.instance.create.end", publisher="compute.h1")
+        send(transport, topic, range(3, 5), event_type="compute.instance.delete.end", publisher="compute.h2")
+        send(transport, topic, range(5, 6), priority="error", event_type="compute.instance.create.error",
+             publisher="compute.h1")
+        code, out, err = cli(capsys, "tail", "--transport-url", url, "--topic", topic, "--from", "earliest",
+                             "--event-type", r"^compute\.instance\.create", "--publisher", "h1$",
+                             "--priority", "info,error", "--timeout", "2")
+        assert seen.wait_for(5) == [0, 1, 2, 3, 4]  # the pool got its share: tail took nothing
+    lines = out.splitlines()
+    assert len(lines) == 4
+    assert sum("compute.instance.create.end" in line for line in lines) == 3
+    assert sum("compute.instance.create.error" in line for line in lines) == 1
+    assert code == 0, err
+    assert "4 notification(s) shown, 2 filtered out, 0 undecodable" in err
+
+
+@pytest.fixture
+def tail_groups(broker) -> Iterator[Any]:
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+
+    def groups() -> set[str]:
+        return {g.group_id for g in admin.list_consumer_groups(request_timeout=10).result().valid
+                if g.group_id.startswith("notify-transport-tail-")}
+
+    yield groups
+
+
+def test_tail_from_latest_skips_the_past_and_leaves_no_group(broker, unique_topic, transports, capsys,
+                                                              tail_groups, raw_producer) -> None:
+    vh = vhost()
+    topic, url = unique_topic("latest"), broker.url(vh)
+    transport = transports(url)
+    send(transport, topic, range(2))  # creates the topic; all before tail starts
+    poison = raw_producer(broker)
+    poison.produce(f"{topic}.info.{vh}", b"not a notification")
+    assert poison.flush(10) == 0
+    send(transport, topic, range(2, 3))
+    before = tail_groups()
+    code, out, err = cli(capsys, "tail", "--transport-url", url, "--topic", topic, "--priority", "info",
+                         "--timeout", "1")
+    assert code == 0, err
+    assert out == ""
+    assert "following 1 partition(s)" in err and "from latest" in err
+    assert "0 notification(s) shown" in err
+    code, out, err = cli(capsys, "tail", "--transport-url", url, "--topic", topic, "--priority", "info",
+                         "--from", "earliest", "--max", "5", "--timeout", "2")
+    assert code == 1 and len(out.splitlines()) == 3
+    assert "only 3 of 5 notification(s) arrived within 2s" in err
+    assert f"skipping undecodable record {topic}.info.{vh}[0]@2" in err
+    assert "3 notification(s) shown, 0 filtered out, 1 undecodable record(s) skipped" in err
+    assert tail_groups() == before
+
+
+def test_tail_pool_then_lag_shows_what_is_left(broker, unique_topic, transports, capsys) -> None:
+    topic, vh = unique_topic("lag"), vhost()
+    url = broker.url(vh)
+    transport = transports(url)
+    send(transport, topic, range(10))
+    kafka_topic = f"{topic}.info.{vh}"
+    # a pool that never read starts at the earliest kept with this URL option
+    code, out, err = cli(capsys, "tail", "--transport-url", broker.url(vh, auto_offset_reset="earliest"),
+                         "--topic", topic, "--priority", "info", "--pool", "audit", "--max", "4",
+                         "--timeout", "30")
+    assert code == 0, err
+    assert [line.rsplit(" ", 1)[1] for line in out.splitlines()] == [f'{{"seq":{n}}}' for n in range(4)]
+    send(transport, topic, range(10, 15))
+
+    code, out, err = cli(capsys, "lag", "--transport-url", url, "--topic", topic, "--json")
+    assert code == 0, err
+    report = json.loads(out)
+    assert report["vhost"] == vh
+    [pool] = report["pools"]  # found without --pool: the only pool reading these topics
+    assert (pool["pool"], pool["state"], pool["members"], pool["total_lag"]) == ("audit", "empty", 0, 11)
+    assert pool["partitions"] == [{"topic": kafka_topic, "partition": 0, "committed": 4, "end": 15,
+                                   "lag": 11}]
+
+    seen = Seen()
+    with pool_listener(transport, topic, "audit", seen):
+        assert seen.wait_for(11) == list(range(4, 15))  # the rest, from the committed offset
+        code, out, err = cli(capsys, "lag", "--transport-url", url, "--topic", topic, "--pool", "audit",
+                             "--pool", "nobody")
+    assert code == 0, err
+    lines = out.splitlines()
+    assert any(line.split() == ["audit", kafka_topic, "0", "15", "15", "0"] for line in lines), out
+    assert any(line.split() == ["nobody", kafka_topic, "0", "-", "15", "-"] for line in lines), out
+    assert "pool audit: lag 0 over 1 partition(s); group stable, 1 member(s)" in out
+
+
+# -- replay -------------------------------------------------------------------------------------
+
+def test_replay_to_earliest_re_receives_exactly_the_old_messages(broker, unique_topic, transports,
+                                                                  capsys) -> None:
+    topic, url = unique_topic("replay"), broker.url(vhost())
+    transport = transports(url)
+    args = ["--transport-url", url, "--topic", topic, "--priority", "info", "--pool", "ceilometer"]
+    first = Seen()
+    with pool_listener(transport, topic, "ceilometer", first):
+        send(transport, topic, range(8))
+        assert first.wait_for(8) == list(range(8))
+        # refused while the pool has a member, and nothing changes
+        code, out, err = cli(capsys, "replay", *args, "--to-earliest")
+        assert code == 1
+        assert "pool 'ceilometer' has 1 member(s)" in err and "nothing changed" in err
+    assert first.settle(0.2) == list(range(8))
+
+    code, out, err = cli(capsys, "replay", *args, "--to-earliest", "--dry-run")
+    assert code == 0, err
+    assert "8 notification(s) received again" in out and "dry run: nothing changed" in out
+    code, out, err = cli(capsys, "lag", *args)
+    assert "pool ceilometer: lag 0" in out  # the dry run moved nothing
+
+    code, out, err = cli(capsys, "replay", *args, "--to-earliest")
+    assert code == 0, err
+    assert "8 notification(s) received again" in out
+    assert "replay ceilometer: committed new offsets for 1/1 partition(s)" in err
+    again = Seen()
+    with pool_listener(transport, topic, "ceilometer", again):
+        assert again.wait_for(8) == list(range(8))
+        assert again.settle() == list(range(8))  # exactly the old ones, once
+
+
+def test_replay_to_a_time_and_to_an_offset(broker, unique_topic, transports, capsys) -> None:
+    topic, url = unique_topic("replaytime"), broker.url(vhost())
+    transport = transports(url)
+    args = ["--transport-url", url, "--topic", topic, "--priority", "info", "--pool", "billing"]
+    seen = Seen()
+    with pool_listener(transport, topic, "billing", seen):
+        send(transport, topic, range(5))
+        time.sleep(0.05)  # broker timestamps are milliseconds: keep the batches apart
+        middle = time.time()
+        time.sleep(0.05)
+        send(transport, topic, range(5, 9))
+        assert seen.wait_for(9) == list(range(9))
+
+    code, out, err = cli(capsys, "replay", *args, "--to-time", format_time(middle))
+    assert code == 0, err
+    assert "4 notification(s) received again" in out
+    again = Seen()
+    with pool_listener(transport, topic, "billing", again):
+        assert again.wait_for(4) == [5, 6, 7, 8]
+        assert again.settle() == [5, 6, 7, 8]
+
+    code, out, err = cli(capsys, "replay", *args, "--to-offset", "7", "--json")
+    assert code == 0, err
+    plan = json.loads(out)
+    assert [(p["committed"], p["new"]) for p in plan["partitions"]] == [(9, 7)]
+    code, out, err = cli(capsys, "replay", *args, "--to-time", "-1s", "--dry-run")
+    assert "2 notification(s) skipped" in out and "no notification that recent" in out
+    last = Seen()
+    with pool_listener(transport, topic, "billing", last):
+        assert last.wait_for(2) == [7, 8]
+        assert last.settle() == [7, 8]
+
+
+# -- topics ------------------------------------------------------------------------------------------
+
+def test_topics_lists_notification_topics_by_vhost(broker, unique_topic, transports, capsys) -> None:
+    topic = unique_topic("topics")
+    prod, test = vhost(), vhost()
+    send(transports(broker.url()), topic, range(1))
+    send(transports(broker.url(prod)), topic, range(2), priority="error")
+    send(transports(broker.url(prod)), topic, range(3))
+    send(transports(broker.url(test)), topic, range(4), priority="sample")
+
+    code, out, err = cli(capsys, "topics", "--transport-url", broker.url(prod), "--topic", topic, "--json")
+    assert code == 0, err
+    listing = {block["vhost"]: [(t["kafka_topic"], t["topic"], t["priority"], t["partitions"], t["messages"])
+                                for t in block["topics"]] for block in json.loads(out)["vhosts"]}
+    assert listing == {
+        None: [(f"{topic}.info", topic, "info", 1, 1)],
+        prod: sorted([(f"{topic}.error.{prod}", topic, "error", 1, 2),
+                      (f"{topic}.info.{prod}", topic, "info", 1, 3)]),
+        test: [(f"{topic}.sample.{test}", topic, "sample", 1, 4)],
+    }
+    code, out, err = cli(capsys, "topics", "--transport-url", broker.url(), "--topic", topic, "--vhost", prod)
+    assert code == 0, err
+    assert out.startswith(f"vhost {prod}: 2 topic(s), 5 message(s)")
+    assert f"{topic}.info.{prod}" in out and f".{test}" not in out
+    code, out, err = cli(capsys, "topics", "--transport-url", broker.url(), "--topic", topic, "--vhost", "nope")
+    assert code == 1 and "no notification topic on vhost 'nope'" in err
+
+
+# -- bad input and failures ------------------------------------------------------------------------
+
+def test_send_reports_failed_deliveries(broker, unique_topic, tmp_path, capsys) -> None:
+    huge = tmp_path / "huge.json"
+    huge.write_text(json.dumps({"blob": "x" * 1_200_000}))  # over the producer's message.max.bytes
+    code, out, err = cli(capsys, "send", "--transport-url", broker.url(), "--topic", unique_topic("big"),
+                         "--event-type", "too.big", "--payload", f"@{huge}")
+    assert code == 1
+    assert "0 of 1 notification(s)" in err and "1 failed" in err
+
+
+def test_send_many_shows_progress(broker, unique_topic, capsys) -> None:
+    code, out, err = cli(capsys, "send", "--transport-url", broker.url(vhost()), "--topic", unique_topic("many"),
+                         "--event-type", "load.test", "--count", "200")
+    assert code == 0, err
+    assert "sent 200 notification(s)" in out
+    assert "sent 200/200" in err  # the final progress line
+
+
+def test_commands_on_topics_that_do_not_exist(broker, unique_topic, capsys) -> None:
+    url, topic = broker.url(vhost()), unique_topic("none")
+    code, out, err = cli(capsys, "tail", "--transport-url", url, "--topic", topic, "--timeout", "1")
+    assert code == 1 and "nothing to follow" in err
+    code, out, err = cli(capsys, "lag", "--transport-url", url, "--topic", topic)
+    assert code == 1 and "exists" in err
+    code, out, err = cli(capsys, "replay", "--transport-url", url, "--topic", topic, "--pool", "p",
+                         "--to-latest")
+    assert code == 1 and "no partition to move" in err
+
+
+def test_send_over_rabbit(rabbit, unique, fresh_conf, capsys) -> None:
+    topic = unique("cli")
+    transport = nt.get_notification_transport(fresh_conf, rabbit)
+    seen = Seen()
+    try:
+        with pool_listener(transport, topic, None, seen):
+            code, out, err = cli(capsys, "send", "--transport-url", rabbit, "--topic", topic,
+                                 "--event-type", "e", "--payload", '{"seq": 7}', "--count", "2")
+            assert code == 0, err
+            assert f"sent 2 notification(s) to {topic}.info; all confirmed" in out
+            assert seen.wait_for(2) == [7, 7]
+    finally:
+        transport.cleanup()

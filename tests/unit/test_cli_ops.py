@@ -1,0 +1,303 @@
+"""The operator commands without a broker: parsing, validation, planning and formatting."""
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import io
+import json
+import re
+
+import pytest
+
+from notify_transport.cli import main as cli_main
+from notify_transport.cli.ops import args as cli_args
+from notify_transport.cli.ops import lag, replay, tail, timespec, topics
+from notify_transport.cli.ops.cluster import GroupInfo
+from notify_transport.cli.ops.output import Progress, table
+from notify_transport.testing.brokers import free_port
+
+NOW = dt.datetime(2024, 5, 1, 12, 0, 0, tzinfo=dt.timezone.utc).timestamp()
+
+
+def run(*argv: str) -> int:
+    """The CLI in-process; argparse's own errors end in SystemExit."""
+    try:
+        return cli_main.main(list(argv))
+    except SystemExit as exc:
+        return int(exc.code or 0)
+
+
+# -- times ---------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("text, expected", [
+    ("-1h", NOW - 3600), ("1h", NOW - 3600), ("-90s", NOW - 90), ("-30m", NOW - 1800),
+    ("-2d", NOW - 2 * 86400), ("-1w", NOW - 7 * 86400), ("-1h30m", NOW - 5400), ("-0.5h", NOW - 1800),
+    ("2024-05-01T11:00:00Z", NOW - 3600), ("2024-05-01T13:00:00+02:00", NOW - 3600),
+    ("2024-05-01 11:00", NOW - 3600),  # no zone: UTC, as oslo's timestamps
+    ("2024-05-01", NOW - 12 * 3600),
+])
+def test_parse_time(text: str, expected: float) -> None:
+    assert timespec.parse_time(text, now=NOW) == pytest.approx(expected)
+
+
+@pytest.mark.parametrize("text", ["", "yesterday", "-1y", "1 h", "2024-13-01", "--1h"])
+def test_parse_time_rejects(text: str) -> None:
+    with pytest.raises(ValueError):
+        timespec.parse_time(text, now=NOW)
+
+
+def test_time_helpers() -> None:
+    assert timespec.to_millis(NOW + 0.0126) == int(NOW * 1000) + 13
+    assert timespec.format_time(NOW + 0.25) == "2024-05-01T12:00:00.250Z"
+
+
+# -- argument types -------------------------------------------------------------------------
+
+def test_priorities() -> None:
+    assert cli_args.priority("INFO") == "info"
+    assert cli_args.priority("warning") == "warn"
+    assert cli_args.priority_list("error, critical") == ["error", "critical"]
+    with pytest.raises(argparse.ArgumentTypeError, match="unknown priority 'loud'"):
+        cli_args.priority_list("info,loud")
+    with pytest.raises(argparse.ArgumentTypeError):
+        cli_args.priority_list(",")
+
+
+def test_json_arguments(tmp_path) -> None:
+    assert cli_args.json_value('{"a": [1, 2]}') == {"a": [1, 2]}
+    assert cli_args.json_value("3") == 3
+    path = tmp_path / "payload.json"
+    path.write_text('{"from": "file"}')
+    assert cli_args.json_value(f"@{path}") == {"from": "file"}
+    with pytest.raises(argparse.ArgumentTypeError, match="invalid JSON in .*payload.json"):
+        path.write_text("{nope")
+        cli_args.json_value(f"@{path}")
+    with pytest.raises(argparse.ArgumentTypeError, match="cannot read"):
+        cli_args.json_value(f"@{tmp_path / 'missing.json'}")
+    with pytest.raises(argparse.ArgumentTypeError, match="expected a JSON object, got list"):
+        cli_args.json_object("[1]")
+
+
+def test_numbers_and_regexes() -> None:
+    assert cli_args.positive_int("3") == 3
+    for bad in ("0", "-1", "x"):
+        with pytest.raises(argparse.ArgumentTypeError):
+            cli_args.positive_int(bad)
+    assert cli_args.non_negative_int("0") == 0
+    assert cli_args.positive_float("0.5") == 0.5
+    with pytest.raises(argparse.ArgumentTypeError):
+        cli_args.positive_float("0")
+    assert cli_args.regex("^a").search("abc")
+    with pytest.raises(argparse.ArgumentTypeError, match="invalid regular expression"):
+        cli_args.regex("(")
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["send", "--transport-url", "kafka://h:1", "--event-type", "e", "--payload", "{bad"],
+     "argument --payload: invalid JSON"),
+    (["send", "--transport-url", "kafka://h:1", "--event-type", "e", "--ctxt", "[]"],
+     "argument --ctxt: expected a JSON object"),
+    (["send", "--transport-url", "kafka://h:1", "--event-type", "e", "--priority", "loud"],
+     "argument --priority: unknown priority"),
+    (["send", "--transport-url", "kafka://h:1"], "the following arguments are required: --event-type"),
+    (["send", "--transport-url", "kafka://h:1", "--event-type", "e", "--count", "0"],
+     "argument --count: must be at least 1"),
+    (["tail", "--transport-url", "kafka://h:1", "--event-type", "("], "invalid regular expression"),
+    (["tail", "--transport-url", "kafka://h:1", "--from", "middle"], "invalid choice: 'middle'"),
+    (["replay", "--transport-url", "kafka://h:1", "--pool", "p"], "one of the arguments --to-time"),
+    (["replay", "--transport-url", "kafka://h:1", "--pool", "p", "--to-earliest", "--to-latest"],
+     "not allowed with argument"),
+    (["replay", "--transport-url", "kafka://h:1", "--pool", "p", "--to-time", "soon"],
+     "argument --to-time: 'soon' is not a time"),
+    (["replay", "--transport-url", "kafka://h:1", "--to-earliest"], "required: --pool"),
+    (["lag", "--transport-url", "kafka://h:1", "--priority", "nope"], "unknown priority"),
+])
+def test_bad_arguments_exit_2_with_a_message(argv, message, capsys) -> None:
+    assert run(*argv) == 2
+    assert message in capsys.readouterr().err
+
+
+def test_relative_time_with_a_minus_is_a_value_not_an_option() -> None:
+    parser = cli_main.build_parser()
+    args = parser.parse_args(["replay", "--pool", "p", "--to-time", "-1h30m"])
+    assert args.to_time == pytest.approx(timespec.parse_time("-1h30m"), abs=5)
+    args = parser.parse_args(["replay", "--pool", "p", "--to-offset", "7", "--partition", "0",
+                              "--partition", "2"])
+    assert (args.to_offset, args.partition) == (7, [0, 2])
+
+
+def test_priority_lists_extend() -> None:
+    args = cli_main.build_parser().parse_args(
+        ["tail", "--priority", "info,error", "--priority", "warning"])
+    assert args.priority == ["info", "error", "warn"]
+
+
+# -- configuration errors, before any broker is contacted -------------------------------------
+
+@pytest.mark.parametrize("command", [["lag"], ["topics"], ["tail"], ["replay", "--pool", "p", "--to-latest"],
+                                     ["send", "--event-type", "e"]])
+def test_no_transport_url_is_a_usage_error(command, monkeypatch, capsys) -> None:
+    monkeypatch.delenv("NOTIFY_TRANSPORT_URL", raising=False)
+    assert run(*command) == 2
+    assert "no transport URL" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("url, message", [
+    ("not a url", "Invalid transport URL"),
+    ("kafka://h:1/?bogus=1", "Unknown option 'bogus'"),
+    ("kafka://h:1/bad vhost", "cannot be part of a Kafka topic name"),
+    ("nosuch://h:1", "installed drivers"),
+    ("rabbit://guest:secret@h:1/", "works on Kafka only"),
+])
+def test_bad_urls_exit_2(url, message, capsys) -> None:
+    assert run("lag", "--transport-url", url) == 2
+    err = capsys.readouterr().err
+    assert message in err
+    assert "secret" not in err
+
+
+def test_tail_from_with_pool_is_a_usage_error(capsys) -> None:
+    assert run("tail", "--transport-url", "kafka://127.0.0.1:1", "--pool", "p", "--from", "earliest") == 2
+    assert "--from cannot be used with --pool" in capsys.readouterr().err
+
+
+def test_bad_topic_name_exits_2(capsys) -> None:
+    assert run("send", "--transport-url", "kafka://127.0.0.1:1", "--topic", "no spaces",
+               "--event-type", "e") == 2
+    assert "Kafka topic names may only contain" in capsys.readouterr().err
+
+
+def test_url_from_config_file_and_environment(tmp_path, monkeypatch, capsys) -> None:
+    conf = tmp_path / "svc.conf"
+    conf.write_text("[oslo_messaging_notifications]\ntransport_url = rabbit://h:1/\n")
+    assert run("topics", "--config-file", str(conf)) == 2  # read from the file: rabbit is refused
+    assert "works on Kafka only" in capsys.readouterr().err
+    monkeypatch.setenv("NOTIFY_TRANSPORT_URL", "rabbit://h:1/")
+    assert run("topics") == 2
+    assert "works on Kafka only" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("command", [["lag"], ["topics"], ["tail", "--max", "1"],
+                                     ["replay", "--pool", "p", "--to-earliest"],
+                                     ["send", "--event-type", "e"]])
+def test_unreachable_brokers_exit_3(command, capsys) -> None:
+    url = f"kafka://127.0.0.1:{free_port()}"
+    assert run(*command, "--transport-url", url, "--connect-timeout", "1") == 3
+    err = capsys.readouterr().err
+    assert "cannot reach the Kafka cluster" in err
+
+
+def test_help_has_examples(capsys) -> None:
+    for command in ("send", "tail", "lag", "replay", "topics"):
+        assert run(command, "--help") == 0
+        out = capsys.readouterr().out
+        assert "examples:\n  notify-transport " + command in out
+        assert "exit status:" in out
+        assert "(default: None)" not in out
+    assert run("--help") == 0
+    top = capsys.readouterr().out
+    for command in ("send", "tail", "lag", "replay", "topics"):
+        assert re.search(rf"^\s+{command}\s+\S", top, re.MULTILINE)
+
+
+# -- formatting and planning --------------------------------------------------------------------
+
+def test_table_aligns_and_shows_missing_values() -> None:
+    text = table(("NAME", "N"), [("a", 1), ("bbb", None), ("cc", 100)], right=("N",))
+    assert text.splitlines() == ["NAME    N", "a       1", "bbb     -", "cc    100"]
+
+
+def test_progress_lines_when_not_a_terminal() -> None:
+    out = io.StringIO()
+    progress = Progress("sent", 10, stream=out, interval=0.0)
+    progress.update(5)
+    progress.done(10, "waiting")
+    lines = out.getvalue().splitlines()
+    assert lines[0].startswith("sent 5/10 (")
+    assert lines[-1].startswith("sent 10/10 (") and lines[-1].endswith(" waiting")
+    quiet = io.StringIO()
+    slow = Progress("sent", 10, stream=quiet, interval=60.0)
+    slow.update(1)  # inside the first interval: nothing yet
+    assert quiet.getvalue() == ""
+
+
+MESSAGE = {"message_id": "m1", "publisher_id": "compute.host1", "event_type": "compute.instance.create.end",
+           "priority": "INFO", "payload": {"b": 2, "a": "é"}, "timestamp": "2024-05-01 12:00:00.123456"}
+
+
+def test_tail_line_and_json() -> None:
+    item = tail.Received({"user": "u"}, MESSAGE, "notifications.info.prod", 1, 42, NOW)
+    assert tail.format_line(item) == ('2024-05-01 12:00:00.123 INFO     compute.host1 '
+                                      'compute.instance.create.end {"a":"é","b":2}')
+    assert tail.format_line(item, long=True).startswith("notifications.info.prod[1]@42 2024-05-01")
+    record = json.loads(tail.format_json(item, "prod"))
+    assert record["message"] == MESSAGE and record["ctxt"] == {"user": "u"}
+    assert (record["topic"], record["partition"], record["offset"], record["vhost"]) == (
+        "notifications.info.prod", 1, 42, "prod")
+    assert record["kafka_timestamp"] == "2024-05-01T12:00:00.000Z"
+    no_stamp = tail.Received({}, {**MESSAGE, "timestamp": None}, "t", 0, 0, NOW)
+    assert tail.format_line(no_stamp).startswith("2024-05-01T12:00:00.000Z INFO")
+
+
+def test_tail_filter() -> None:
+    everything = tail.TailFilter()
+    assert everything.match(MESSAGE)
+    assert tail.TailFilter(event_type=re.compile(r"^compute\.instance\.")).match(MESSAGE)
+    assert not tail.TailFilter(event_type=re.compile(r"delete")).match(MESSAGE)
+    assert tail.TailFilter(publisher=re.compile(r"host1$")).match(MESSAGE)
+    assert not tail.TailFilter(publisher=re.compile(r"^network")).match(MESSAGE)
+    assert tail.TailFilter(priorities=frozenset({"info"})).match(MESSAGE)
+    assert not tail.TailFilter(priorities=frozenset({"error"})).match(MESSAGE)
+    assert tail.TailFilter(priorities=frozenset({"warn"})).match({**MESSAGE, "priority": "WARNING"})
+
+
+def test_lag_rows() -> None:
+    partitions = [("n.info", 0), ("n.info", 1), ("n.error", 0)]
+    marks = {("n.info", 0): (0, 10), ("n.info", 1): (5, 8), ("n.error", 0): (0, 0)}
+    result = lag.pool_lag(GroupInfo("audit", "stable", 2), partitions,
+                          {("n.info", 0): 7, ("n.info", 1): -1}, marks)
+    assert [(p.committed, p.end, p.lag) for p in result.partitions] == [(7, 10, 3), (None, 8, None),
+                                                                         (None, 0, None)]
+    assert result.total == 3
+    text = lag.render([result])
+    assert re.search(r"^audit\s+n\.info\s+0\s+7\s+10\s+3$", text, re.MULTILINE)
+    assert re.search(r"^audit\s+n\.info\s+1\s+-\s+8\s+-$", text, re.MULTILINE)
+    assert "pool audit: lag 3 over 3 partition(s); group stable, 2 member(s)" in text
+    as_json = result.as_dict()
+    assert as_json["total_lag"] == 3 and as_json["partitions"][1]["lag"] is None
+
+
+def test_replay_plan_keeps_offsets_in_range() -> None:
+    partitions = [("t", 0), ("t", 1), ("t", 2), ("t", 3)]
+    marks = {("t", 0): (0, 10), ("t", 1): (4, 9), ("t", 2): (0, 5), ("t", 3): (0, 0)}
+    committed = {("t", 0): 10, ("t", 1): 9, ("t", 2): -1}
+    moves = replay.plan_moves(partitions, committed, marks, {tp: 6 for tp in partitions})
+    assert [(m.new, m.again) for m in moves] == [(6, 4), (6, 3), (5, 0), (0, 0)]
+    assert "past the end" in moves[2].note and "past the end" in moves[3].note
+    gone = replay.plan_moves([("t", 1)], committed, marks, {("t", 1): 2})
+    assert (gone[0].new, gone[0].again) == (4, 5) and "retention" in gone[0].note
+    by_time = replay.plan_moves(partitions, committed, marks, {("t", 0): 3, ("t", 1): -1, ("t", 2): 0,
+                                                               ("t", 3): -1}, target_is_time=True)
+    assert [m.new for m in by_time] == [3, 9, 0, 0]
+    assert "no notification that recent" in by_time[1].note
+    assert by_time[2].committed is None and by_time[2].again == 5  # never committed: from the end
+    text = replay.render(moves)
+    assert re.search(r"^t\s+0\s+10\s+6\s+4$", text, re.MULTILINE)
+
+
+def test_topics_grouped_by_vhost() -> None:
+    counts = {"notifications.info": 1, "notifications.error.prod": 2, "notifications.info.prod": 2,
+              "notifications.info.eu.west": 1, "versioned.notifications.audit": 1, "random": 3}
+    by_vhost, other = topics.classify(counts, {"notifications.info.prod": 7})
+    assert set(by_vhost) == {None, "eu.west", "prod"}
+    assert [r.kafka_topic for r in by_vhost[None]] == ["notifications.info", "versioned.notifications.audit"]
+    assert [(r.topic, r.priority) for r in by_vhost["prod"]] == [("notifications", "error"),
+                                                                 ("notifications", "info")]
+    assert by_vhost["prod"][1].messages == 7
+    assert [r.kafka_topic for r in other] == ["random"]
+    text = topics.render(by_vhost, other)
+    assert text.index("vhost (no vhost)") < text.index("vhost eu.west") < text.index("vhost prod")
+    assert "other topics: 1" in text
+    only, rest = topics.classify(counts, {}, base_topics=["versioned.notifications"])
+    assert list(only) == [None] and [r.topic for r in only[None]] == ["versioned.notifications"]
+    assert "notifications.info" in [r.kafka_topic for r in rest]
