@@ -1,0 +1,19 @@
+"""The notification data pipeline on Apache Spark (install with the ``spark`` extra).
+
+Kafka -> oslo envelopes decoded into typed columns -> a deduplicated Parquet
+archive, windowed statistics, and an HTML report built from those outputs.
+
+Modules, in data-flow order:
+
+- :mod:`.topics`, :mod:`.kafka_settings`: which Kafka topics and how to connect
+  (transport URL, vhost, SASL/SSL), without Spark.
+- :mod:`.offsets`: offset ranges and the per-trigger limit, without Spark.
+- :mod:`.kafka_io`, :mod:`.source`: the ``notify_kafka`` PySpark data source.
+- :mod:`.reading`: the source DataFrame, from ``notify_kafka`` or Spark's ``kafka``.
+- :mod:`.decode`: oslo envelopes to columns, in an Arrow UDF.
+- :mod:`.sink`, :mod:`.jobs`: the archive and statistics streaming jobs.
+- :mod:`.report`: charts and HTML from the job outputs, without Spark.
+- :mod:`.session`: a SparkSession set up for the pipeline.
+
+Importing this package does not import PySpark; the submodules that need it do.
+"""

@@ -1,0 +1,304 @@
+"""Benchmark: notifications per second through the Spark pipeline vs raw confluent-kafka consume.
+
+One run, one broker, one topic of N oslo ``messagingv2`` notifications
+(about 1.3 KB each). Measured, each over the whole topic:
+
+- ``raw consume``: a confluent-kafka consumer assigned to every partition,
+  reading until it has all N records (the limit for any reader);
+- ``raw consume + decode``: the same plus ``envelope.decode_notification``
+  per record in this one Python thread;
+- ``spark source``: the ``notify_kafka`` streaming source into Spark's
+  ``noop`` sink (availableNow);
+- ``spark source + decode``: the same through the Arrow decode UDF;
+- ``archive job``, ``stats job`` and ``pipeline (both jobs)``: the streaming
+  jobs as ``pipeline run --once`` runs them, each from an empty checkpoint.
+
+Spark phases run after a warm-up on a small topic (JVM and Python worker
+start-up, reported as ``cold start``). Prints a table with each rate and its
+ratio to the raw consume rate and writes JSON. Bounded by ``--max-seconds``;
+topics, outputs and the broker it started are removed at the end.
+
+    python bench/bench_pipeline.py --messages 50000
+    NOTIFY_TRANSPORT_KAFKA_BOOTSTRAP=host:9092 python -m bench.bench_pipeline
+"""
+from __future__ import annotations
+
+import argparse
+import contextlib
+import dataclasses
+import datetime
+import json
+import logging
+import os
+import platform
+import shutil
+import sys
+import tempfile
+import time
+import uuid
+from pathlib import Path
+from typing import Iterator
+
+from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from notify_transport.drivers import envelope
+
+LOG = logging.getLogger("bench_pipeline")
+DEFAULT_JSON = Path(__file__).parent / "results" / "pipeline.json"
+ENVELOPE_BYTES = 1300
+MAX_PER_PARTITION = 40000
+#: Readers' settings, the same for the raw consumer and the pipeline: noida-db answers a fetch
+#: with everything it has, which may exceed librdkafka's default 100 MB response limit.
+CLIENT_CONFIG = {"receive.message.max.bytes": "1000000000"}
+SMALL_TOPIC = 2000
+
+
+class Budget:
+    """The run's time limit: phases ask for time and are skipped when it is spent."""
+
+    def __init__(self, seconds: float) -> None:
+        self.deadline = time.monotonic() + seconds
+
+    def left(self) -> float:
+        return self.deadline - time.monotonic()
+
+
+@contextlib.contextmanager
+def broker(bootstrap: str | None) -> Iterator[str]:
+    """The given cluster, ``$NOTIFY_TRANSPORT_KAFKA_BOOTSTRAP``, or a noida-db started for the run."""
+    from notify_transport.testing.brokers import NoidaBroker, external_kafka
+
+    if bootstrap:
+        yield bootstrap
+        return
+    external = external_kafka()
+    if external is not None:
+        yield external.bootstrap
+        return
+    with NoidaBroker() as started:
+        yield started.bootstrap
+
+
+def notification(i: int, event_types: int = 5, publishers: int = 4) -> bytes:
+    """An oslo messagingv2 notification padded to about :data:`ENVELOPE_BYTES`."""
+    message = {
+        "message_id": str(uuid.uuid4()), "publisher_id": f"compute.bench-{i % publishers:02d}",
+        "event_type": f"compute.instance.event{i % event_types}", "priority": "ERROR" if i % 50 == 0 else "INFO",
+        "payload": {"instance_id": str(uuid.uuid4()), "state": "active", "pad": ""},
+        "timestamp": str(datetime.datetime.now(datetime.timezone.utc).replace(tzinfo=None)),
+    }
+    ctxt = {"request_id": f"req-{uuid.uuid4()}", "user_id": "u" * 32, "project_id": "p" * 32}
+    size = len(envelope.encode(message, ctxt, 2.0))
+    message["payload"]["pad"] = "x" * max(0, ENVELOPE_BYTES - size)
+    return envelope.encode(message, ctxt, 2.0)
+
+
+def produce(bootstrap: str, topic: str, partitions: int, count: int) -> float:
+    """Create ``topic`` and fill it with ``count`` notifications; return the send rate."""
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    for future in admin.create_topics([NewTopic(topic, num_partitions=partitions,
+                                                replication_factor=1)]).values():
+        future.result(30)
+    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 20, "batch.size": 1 << 20,
+                         "queue.buffering.max.messages": 200000})
+    failures = []
+    started = time.perf_counter()
+    for i in range(count):
+        while True:
+            try:
+                producer.produce(topic, notification(i), partition=i % partitions,
+                                 on_delivery=lambda err, _msg: err and failures.append(err))
+                break
+            except BufferError:
+                producer.poll(0.05)
+        producer.poll(0)
+    if producer.flush(60) or failures:
+        raise RuntimeError(f"produce failed: {failures[:3]}")
+    return count / (time.perf_counter() - started)
+
+
+def raw_consume(bootstrap: str, topic: str, partitions: int, count: int, timeout: float,
+                decode: bool = False) -> tuple[int, float]:
+    """Records read (and decoded) from offset 0 of every partition, and the seconds it took."""
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"bench-{uuid.uuid4()}",
+                         "enable.auto.commit": False, "auto.offset.reset": "earliest", **CLIENT_CONFIG})
+    consumer.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
+    got = 0
+    started = time.perf_counter()
+    deadline = time.monotonic() + timeout
+    try:
+        while got < count and time.monotonic() < deadline:
+            for msg in consumer.consume(10000, timeout=1.0):
+                if msg.error() is None:
+                    got += 1
+                    if decode:
+                        envelope.decode_notification(msg.value())
+        return got, time.perf_counter() - started
+    finally:
+        consumer.close()
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--messages", type=int, default=50000)
+    parser.add_argument("--partitions", type=int, default=2)
+    parser.add_argument("--bootstrap", help="host:port of a Kafka cluster (default: env, else noida-db)")
+    parser.add_argument("--master", default="local[2]")
+    parser.add_argument("--max-seconds", type=float, default=420.0, help="bound of the whole run")
+    parser.add_argument("--json", type=Path, default=DEFAULT_JSON)
+    parser.add_argument("--phases", default="raw,raw_decode,source,source_decode,archive,stats,pipeline")
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
+    logging.getLogger("py4j").setLevel(logging.WARNING)
+    # noida-db ignores fetch size limits: a fetch returns a whole partition, and one larger than
+    # librdkafka's receive limit (100 MB) is never read. Spread big runs over more partitions.
+    args.partitions = max(args.partitions, -(-args.messages // MAX_PER_PARTITION))
+    budget = Budget(args.max_seconds)
+    phases = set(args.phases.split(","))
+    work = Path(tempfile.mkdtemp(prefix="bench-pipeline-"))
+    run_id = uuid.uuid4().hex[:8]
+    base, warm_base = f"bench-{run_id}", f"benchwarm-{run_id}"
+    topic, warm_topic = f"{base}.info", f"{warm_base}.info"
+    results: dict = {"messages": args.messages, "partitions": args.partitions, "envelope_bytes": ENVELOPE_BYTES,
+                     "master": args.master, "python": platform.python_version(), "cpus": os.cpu_count(),
+                     "load_average_start": os.getloadavg()[0], "phases": {}}
+    spark = None
+    try:
+        with broker(args.bootstrap) as bootstrap:
+            results["broker"] = bootstrap
+            try:
+                LOG.info("Producing %d notifications to %s", args.messages, topic)
+                results["produce_rate"] = produce(bootstrap, topic, args.partitions, args.messages)
+                produce(bootstrap, warm_topic, args.partitions, SMALL_TOPIC)
+
+                def record(name: str, rows: int, seconds: float, fixed: tuple[int, float] | None = None) -> None:
+                    rate = rows / seconds if seconds > 0 else 0.0
+                    complete = rows == args.messages
+                    phase = {"rows": rows, "seconds": round(seconds, 3), "rate": round(rate, 1),
+                             "complete": complete}
+                    if fixed is not None:
+                        fixed_rows, fixed_seconds = fixed
+                        phase["fixed_seconds"] = round(fixed_seconds, 3)
+                        # only when the difference is well above run-to-run noise
+                        if fixed_rows == SMALL_TOPIC and seconds - fixed_seconds > max(1.0, 0.25 * seconds):
+                            phase["marginal_rate"] = round((rows - fixed_rows) / (seconds - fixed_seconds), 1)
+                    results["phases"][name] = phase
+                    LOG.info("%-26s %8d rows %8.2f s %10.0f /s%s", name, rows, seconds, rate,
+                             "" if complete else "  (INCOMPLETE)")
+
+                if "raw" in phases:
+                    record("raw consume", *raw_consume(bootstrap, topic, args.partitions, args.messages,
+                                                       min(120, budget.left())))
+                if "raw_decode" in phases:
+                    record("raw consume + decode", *raw_consume(
+                        bootstrap, topic, args.partitions, args.messages, min(120, budget.left()), decode=True))
+                spark = _spark_phases(args, bootstrap, base, warm_base, work, budget, record, results)
+            finally:
+                # Before the broker goes: Spark's readers and the admin client still talk to it.
+                if spark is not None:
+                    spark.stop()
+                with contextlib.suppress(Exception):
+                    admin = AdminClient({"bootstrap.servers": bootstrap})
+                    for future in admin.delete_topics([topic, warm_topic]).values():
+                        future.result(30)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    results["load_average_end"] = os.getloadavg()[0]
+    _print_table(results)
+    args.json.parent.mkdir(parents=True, exist_ok=True)
+    args.json.write_text(json.dumps(results, indent=2))
+    print(f"\nJSON: {args.json}")
+    return 0
+
+
+def _spark_phases(args, bootstrap: str, base: str, warm_base: str, work: Path, budget: Budget,
+                  record, results: dict):
+    """Each Spark phase twice: on the small warm-up topic (its fixed cost) and on the big one."""
+    from pyspark.sql import functions as F
+
+    from notify_transport.pipeline import decode, jobs
+    from notify_transport.pipeline.kafka_settings import KafkaSettings
+    from notify_transport.pipeline.reading import Subscription, read_kafka
+    from notify_transport.pipeline.report import archive_counts, load_stats
+    from notify_transport.pipeline.session import build_session
+
+    wanted = set(args.phases.split(","))
+    if not wanted & {"source", "source_decode", "archive", "stats", "pipeline"}:
+        return None
+    started = time.perf_counter()
+    spark = build_session(args.master, app_name="notify-transport-bench", log_level="ERROR")
+    results["spark_session_seconds"] = round(time.perf_counter() - started, 2)
+    settings = dataclasses.replace(KafkaSettings.from_bootstrap(bootstrap), extra=tuple(CLIENT_CONFIG.items()))
+    big = Subscription(base_topics=(base,), priorities=("info",))
+    small = Subscription(base_topics=(warm_base,), priorities=("info",))
+
+    def pipeline(name: str, job_names: tuple[str, ...], sub: Subscription) -> tuple[int, float]:
+        out = work / f"{name}-{sub.base_topics[0]}"
+        config = jobs.PipelineConfig(output=str(out), jobs=job_names, source_format="notify_kafka")
+        summary = jobs.run(spark, settings, sub, config, once=True, max_seconds=max(1.0, budget.left() - 15))
+        if "archive" in job_names:
+            return int(archive_counts(out / "archive")["count"].sum()), summary.seconds
+        stats = load_stats(out / "stats")
+        return int(stats[stats.level == "window"]["count"].sum()), summary.seconds
+
+    def noop(name: str, transform, sub: Subscription) -> tuple[int, float]:
+        df = transform(read_kafka(spark, settings, sub, streaming=True, fmt="notify_kafka"), sub)
+        started = time.perf_counter()
+        query = (df.writeStream.format("noop").queryName(f"{name}_{sub.base_topics[0]}".replace("-", "_"))
+                 .trigger(availableNow=True)
+                 .option("checkpointLocation", str(work / f"{name}-{sub.base_topics[0]}")).start())
+        if not query.awaitTermination(max(1.0, budget.left() - 15)):
+            query.stop()
+        seconds = time.perf_counter() - started
+        return sum(p.numInputRows for p in query.recentProgress), seconds
+
+    started = time.perf_counter()
+    pipeline("warmup", jobs.JOBS, small)
+    results["cold_start_seconds"] = round(time.perf_counter() - started, 2)
+
+    phases = [
+        ("source", "spark source", lambda sub: noop("source", lambda df, _s: df, sub)),
+        ("source_decode", "spark source + decode", lambda sub: noop(
+            "source_decode",
+            lambda df, s: decode.decode(df, s.base_topics).filter(F.col("error").isNull()), sub)),
+        ("archive", "archive job", lambda sub: pipeline("archive", ("archive",), sub)),
+        ("stats", "stats job", lambda sub: pipeline("stats", ("stats",), sub)),
+        ("pipeline", "pipeline (both jobs)", lambda sub: pipeline("pipeline", jobs.JOBS, sub)),
+    ]
+    for key, label, run in phases:
+        if key not in wanted or budget.left() < 45:
+            continue
+        fixed_rows, fixed_seconds = run(small)
+        record(label, *run(big), fixed=(fixed_rows, fixed_seconds))
+    return spark
+
+
+def _print_table(results: dict) -> None:
+    phases = results["phases"]
+    raw = phases.get("raw consume", {}).get("rate")
+    print(f"\nPipeline benchmark: {results['messages']} notifications of ~{results['envelope_bytes']} B, "
+          f"{results['partitions']} partitions, {results['master']}, {results['cpus']} CPUs; "
+          f"produced at {results.get('produce_rate', 0):.0f}/s; load average "
+          f"{results['load_average_start']:.1f} -> {results.get('load_average_end', 0):.1f}")
+    if "cold_start_seconds" in results:
+        print(f"Spark session {results['spark_session_seconds']} s; cold start (first run, "
+              f"{SMALL_TOPIC} notifications) {results['cold_start_seconds']} s, excluded below")
+    print("'fixed s': the same phase on a topic of "
+          f"{SMALL_TOPIC} notifications (query start, planning, commit, no-data batch); "
+          "'marginal/s': extra notifications per extra second between the two runs")
+    print(f"{'phase':<24} {'rows':>7} {'seconds':>8} {'notif/s':>9} {'vs raw':>7} {'fixed s':>8} "
+          f"{'marginal/s':>11} {'vs raw':>7}")
+    for name, phase in phases.items():
+        ratio = f"{phase['rate'] / raw:.1%}" if raw else "-"
+        fixed = f"{phase['fixed_seconds']:.2f}" if "fixed_seconds" in phase else "-"
+        marginal = phase.get("marginal_rate")
+        marginal_text = f"{marginal:.0f}" if marginal else "-"
+        marginal_ratio = f"{marginal / raw:.1%}" if marginal and raw else "-"
+        flag = "" if phase["complete"] else "  INCOMPLETE"
+        print(f"{name:<24} {phase['rows']:>7} {phase['seconds']:>8.2f} {phase['rate']:>9.0f} {ratio:>7} "
+              f"{fixed:>8} {marginal_text:>11} {marginal_ratio:>7}{flag}")
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,191 @@
+"""``notify-transport pipeline``: run the Spark notification pipeline and build its report.
+
+``pipeline run`` reads notifications from Kafka (a ``kafka://`` transport URL,
+vhost included) into ``OUTPUT/archive``, ``OUTPUT/errors`` and
+``OUTPUT/stats``; ``--once`` processes what is there and stops
+(``Trigger.AvailableNow``), otherwise it runs until interrupted.
+``pipeline report`` writes ``OUTPUT/report/index.html`` with charts, without Spark.
+
+Also runnable as ``python -m notify_transport.pipeline``. PySpark is imported
+only when a command runs, so the CLI's help works without the ``spark`` extra.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import sys
+
+from notify_transport.cli import common
+from notify_transport.exceptions import ConfigurationError
+
+LOG = logging.getLogger(__name__)
+
+_PRIORITIES = ("audit", "debug", "info", "warn", "error", "critical", "sample")
+
+
+def add_parser(subparsers) -> argparse.ArgumentParser:
+    """Add ``pipeline`` with its ``run`` and ``report`` subcommands."""
+    parser = subparsers.add_parser(
+        "pipeline", help="Spark pipeline: archive, statistics and report of notifications",
+        description=__doc__.split("\n\n")[1].replace("``", "'"), formatter_class=argparse.RawDescriptionHelpFormatter)
+    configure_parser(parser)
+    return parser
+
+
+def configure_parser(parser: argparse.ArgumentParser) -> None:
+    """The ``run`` and ``report`` subcommands on ``parser`` (also used standalone)."""
+    sub = parser.add_subparsers(dest="pipeline_command", metavar="{run,report}")
+    parser.set_defaults(func=lambda args: _usage(parser))
+
+    run_parser = sub.add_parser("run", help="run the archive and statistics jobs",
+                                description="Run the streaming jobs once or continuously.")
+    common.add_transport_args(run_parser)
+    src = run_parser.add_argument_group("what to read")
+    src.add_argument("--topics", default="notifications", metavar="T[,T...]",
+                     help="notifier topics (as [oslo_messaging_notifications] topics); the Kafka "
+                          "topics read are TOPIC.PRIORITY plus .VHOST when the URL has one "
+                          "(default: notifications)")
+    src.add_argument("--priorities", default=",".join(_PRIORITIES), metavar="P[,P...]",
+                     help="priorities to read (default: all)")
+    src.add_argument("--all-vhosts", action="store_true",
+                     help="read the topics of every vhost (and of none), not only the URL's")
+    src.add_argument("--kafka-topics", metavar="T[,T...]",
+                     help="exact Kafka topic names to read instead of --topics/--priorities")
+    src.add_argument("--starting-offsets", default="earliest",
+                     help="where a new query starts: earliest, latest or JSON "
+                          '{"topic": {"0": offset}} (default: earliest)')
+    src.add_argument("--max-records-per-trigger", type=int, metavar="N",
+                     help="cap each micro-batch at N records, split across partitions by lag")
+    src.add_argument("--source", default="auto", choices=("auto", "notify_kafka", "kafka"),
+                     help="Kafka reader: Spark's kafka format when on the classpath, else the "
+                          "notify_kafka Python data source (default: auto)")
+    src.add_argument("--no-fail-on-data-loss", action="store_true",
+                     help="log and skip offsets deleted before they were read instead of failing")
+    out = run_parser.add_argument_group("outputs")
+    out.add_argument("--output", required=True, metavar="DIR",
+                     help="output folder or URI: archive/, errors/, stats/ (and report/)")
+    out.add_argument("--checkpoint", metavar="DIR",
+                     help="checkpoint folder or URI (default: OUTPUT/_checkpoints); keep it to "
+                          "resume where the last run stopped")
+    out.add_argument("--jobs", default="archive,stats", metavar="J[,J...]",
+                     help="jobs to run: archive, stats (default: both)")
+    out.add_argument("--report", action="store_true", help="build the HTML report when the run ends")
+    when = run_parser.add_argument_group("when")
+    mode = when.add_mutually_exclusive_group()
+    mode.add_argument("--once", action="store_true",
+                      help="process everything available now, then stop (Trigger.AvailableNow)")
+    mode.add_argument("--continuous", action="store_true",
+                      help="run until interrupted (the default)")
+    when.add_argument("--trigger-interval", default="10 seconds",
+                      help="micro-batch interval when continuous (default: '10 seconds')")
+    when.add_argument("--max-seconds", type=float, metavar="S",
+                      help="stop a continuous run after S seconds")
+    stats = run_parser.add_argument_group("statistics and deduplication")
+    stats.add_argument("--window", default="1 minute", help="statistics window (default: '1 minute')")
+    stats.add_argument("--lateness", default="10 minutes",
+                       help="watermark: how late a notification may arrive and still be counted "
+                            "(default: '10 minutes')")
+    stats.add_argument("--dedup-horizon", default="24 hours",
+                       help="how long the archive remembers a message_id to drop its duplicates "
+                            "(default: '24 hours')")
+    spark = run_parser.add_argument_group("spark")
+    spark.add_argument("--master", default=None,
+                       help="Spark master, e.g. spark://host:7077 or yarn (default: local[2])")
+    spark.add_argument("--shuffle-partitions", type=int, default=2, metavar="N",
+                       help="spark.sql.shuffle.partitions (default: 2)")
+    spark.add_argument("--spark-conf", action="append", default=[], metavar="KEY=VALUE",
+                       help="extra Spark setting (may repeat)")
+    run_parser.set_defaults(func=run)
+
+    report_parser = sub.add_parser("report", help="build the HTML report from the job outputs",
+                                   description="Write an HTML page with PNG charts; needs no Spark.")
+    report_parser.add_argument("--output", required=True, metavar="DIR",
+                               help="the pipeline's output folder")
+    report_parser.add_argument("--report-dir", metavar="DIR", help="default: OUTPUT/report")
+    report_parser.add_argument("--title", default="Notification bus report")
+    report_parser.set_defaults(func=run)
+
+
+def _usage(parser: argparse.ArgumentParser) -> int:
+    parser.print_help()
+    return 2
+
+
+def _csv(value: str | None) -> tuple[str, ...]:
+    return tuple(v.strip() for v in (value or "").split(",") if v.strip())
+
+
+def _spark_conf(pairs: list[str]) -> dict[str, str]:
+    conf = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key.strip():
+            raise ConfigurationError(f"--spark-conf expects KEY=VALUE, got {pair!r}")
+        conf[key.strip()] = value.strip()
+    return conf
+
+
+def run(args: argparse.Namespace) -> int:
+    """Dispatch ``pipeline run`` / ``pipeline report``; return the exit code."""
+    if args.pipeline_command == "report":
+        return _report(args)
+    if args.pipeline_command == "run":
+        return _run(args)
+    raise ConfigurationError("choose a pipeline command: run or report")
+
+
+def _report(args: argparse.Namespace) -> int:
+    from notify_transport.pipeline.report import build_report
+
+    index = build_report(args.output, args.report_dir, args.title)
+    print(f"Report: {index}")
+    return 0
+
+
+def _run(args: argparse.Namespace) -> int:
+    from pyspark.errors import StreamingQueryException
+
+    from notify_transport.pipeline import jobs
+    from notify_transport.pipeline.kafka_settings import KafkaSettings
+    from notify_transport.pipeline.reading import Subscription
+    from notify_transport.pipeline.session import build_session
+
+    conf = common.load_conf(args)
+    url = common.configured_url(args, conf)
+    if not url:
+        raise ConfigurationError("No transport URL: pass --transport-url kafka://host:port[/vhost] "
+                                 "or a --config-file with [oslo_messaging_notifications] transport_url")
+    settings = KafkaSettings.from_url(url, conf)
+    subscription = Subscription(base_topics=_csv(args.topics), vhost=settings.vhost,
+                                priorities=_csv(args.priorities), all_vhosts=args.all_vhosts,
+                                kafka_topics=_csv(args.kafka_topics))
+    if args.max_records_per_trigger is not None and args.max_records_per_trigger <= 0:
+        raise ConfigurationError("--max-records-per-trigger must be positive")
+    output = jobs.default_output(args.output)
+    config = jobs.PipelineConfig(
+        output=output, checkpoint=jobs.default_output(args.checkpoint) if args.checkpoint else None,
+        jobs=_csv(args.jobs), window=args.window, lateness=args.lateness,
+        dedup_horizon=args.dedup_horizon, trigger_interval=args.trigger_interval,
+        source_format=args.source, starting_offsets=args.starting_offsets,
+        max_per_trigger=args.max_records_per_trigger,
+        fail_on_data_loss=not args.no_fail_on_data_loss)
+    log_level = "INFO" if LOG.isEnabledFor(logging.DEBUG) else "ERROR"
+    spark = build_session(args.master, shuffle_partitions=args.shuffle_partitions,
+                          extra_conf=_spark_conf(args.spark_conf), log_level=log_level)
+    LOG.info("Pipeline on %s: %s -> %s", spark.sparkContext.master, settings.describe(), output)
+    try:
+        summary = jobs.run(spark, settings, subscription, config, once=args.once,
+                           max_seconds=args.max_seconds)
+    except StreamingQueryException as exc:
+        print(f"pipeline: a streaming query failed: {exc}", file=sys.stderr)
+        return 1
+    print(json.dumps({"output": output, **summary.as_dict()}, indent=2))
+    if args.report and "://" not in output:
+        from notify_transport.pipeline.report import build_report
+
+        print(f"Report: {build_report(output)}")
+    elif args.report:
+        print("Report skipped: the output is not a local folder; run 'pipeline report' where it is "
+              "readable", file=sys.stderr)
+    return 0

@@ -1,0 +1,110 @@
+"""The Kafka DataFrame of the pipeline, from ``notify_kafka`` or Spark's own ``kafka`` format.
+
+Both formats give the same columns and take the same subscription and offset
+options; :func:`read_kafka` picks Spark's JVM connector when it is on the
+classpath (``fmt="auto"``) and the Python data source otherwise.
+"""
+from __future__ import annotations
+
+import dataclasses
+import logging
+from typing import Sequence
+
+from notify_transport.exceptions import ConfigurationError
+from notify_transport.pipeline import topics as topic_names
+from notify_transport.pipeline.kafka_settings import KafkaSettings
+from notify_transport.pipeline.source import FORMAT_NAME
+
+LOG = logging.getLogger(__name__)
+
+SPARK_KAFKA_PROVIDER = "org.apache.spark.sql.kafka010.KafkaSourceProvider"
+FORMATS = ("auto", FORMAT_NAME, "kafka")
+
+
+@dataclasses.dataclass(frozen=True)
+class Subscription:
+    """Which notification topics to read.
+
+    ``base_topics`` are the notifier's topics (``notifications``); the Kafka
+    topics are ``base.priority`` plus ``.vhost`` for ``vhost``, or on every
+    vhost with ``all_vhosts``. ``kafka_topics`` names Kafka topics exactly
+    instead.
+    """
+
+    base_topics: tuple[str, ...] = ("notifications",)
+    vhost: str | None = None
+    priorities: tuple[str, ...] = topic_names.PRIORITIES
+    all_vhosts: bool = False
+    kafka_topics: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        unknown = [p for p in self.priorities if p.lower() not in topic_names.PRIORITIES]
+        if unknown:
+            raise ConfigurationError(f"Unknown priorities {unknown}; valid: {', '.join(topic_names.PRIORITIES)}")
+        if not self.kafka_topics and not self.base_topics:
+            raise ConfigurationError("No topic to read")
+
+    def options(self) -> dict[str, str]:
+        """``subscribe`` or ``subscribePattern``, as both formats spell them."""
+        if self.kafka_topics:
+            return {"subscribe": ",".join(self.kafka_topics)}
+        if self.all_vhosts:
+            return {"subscribePattern": topic_names.all_vhosts_pattern(self.base_topics, self.priorities)}
+        return {"subscribe": ",".join(topic_names.subscription_topics(self.base_topics, self.vhost,
+                                                                      self.priorities))}
+
+
+def kafka_format_available(spark) -> bool:
+    """True when Spark's JVM Kafka connector can be loaded in this session."""
+    try:
+        loader = spark.sparkContext._jvm.java.lang.Thread.currentThread().getContextClassLoader()  # noqa: SLF001
+        loader.loadClass(SPARK_KAFKA_PROVIDER)
+        return True
+    except Exception:  # noqa: BLE001 - py4j wraps ClassNotFoundException; no JVM under Spark Connect
+        return False
+
+
+def choose_format(spark, fmt: str = "auto") -> str:
+    """The format :func:`read_kafka` will use for ``fmt``."""
+    if fmt not in FORMATS:
+        raise ConfigurationError(f"Unknown source format {fmt!r}; choose one of {', '.join(FORMATS)}")
+    if fmt == "auto":
+        return "kafka" if kafka_format_available(spark) else FORMAT_NAME
+    if fmt == "kafka" and not kafka_format_available(spark):
+        raise ConfigurationError("Spark's kafka format is not on the classpath "
+                                 "(spark-sql-kafka-0-10); use the notify_kafka source")
+    return fmt
+
+
+def source_options(settings: KafkaSettings, subscription: Subscription, fmt: str,
+                   starting_offsets: str = "earliest", max_per_trigger: int | None = None,
+                   fail_on_data_loss: bool = True, streaming: bool = True,
+                   ending_offsets: str | None = None) -> dict[str, str]:
+    """Options for ``fmt`` (``notify_kafka`` or ``kafka``) with the same meaning in both."""
+    if fmt == "kafka":
+        options = settings.spark_kafka_options()
+    else:
+        options = {f"kafka.{k}": v for k, v in settings.librdkafka_config().items()}
+    options.update(subscription.options())
+    options["startingOffsets"] = starting_offsets
+    options["failOnDataLoss"] = "true" if fail_on_data_loss else "false"
+    if max_per_trigger and streaming:
+        options["maxOffsetsPerTrigger"] = str(max_per_trigger)
+    if ending_offsets and not streaming:
+        options["endingOffsets"] = ending_offsets
+    return options
+
+
+def read_kafka(spark, settings: KafkaSettings, subscription: Subscription, *, streaming: bool,
+               fmt: str = "auto", starting_offsets: str = "earliest",
+               max_per_trigger: int | None = None, fail_on_data_loss: bool = True,
+               ending_offsets: str | None = None):
+    """A DataFrame of Kafka records (key, value, topic, partition, offset, timestamp, timestampType)."""
+    fmt = choose_format(spark, fmt)
+    options = source_options(settings, subscription, fmt, starting_offsets, max_per_trigger,
+                             fail_on_data_loss, streaming, ending_offsets)
+    LOG.info("Reading %s with the %s format from %s", subscription.options(), fmt, settings.url)
+    reader = spark.readStream if streaming else spark.read
+    df = reader.format(fmt).options(**options).load()
+    columns: Sequence[str] = ("key", "value", "topic", "partition", "offset", "timestamp", "timestampType")
+    return df.select(*columns)

@@ -1,0 +1,102 @@
+"""Idempotent Parquet writes of a micro-batch, keyed on its batch id.
+
+Spark replays an unfinished micro-batch after a restart with the same batch
+id and the same offsets. :class:`BatchParquetWriter` makes that replay
+replace, not add to, what the first attempt wrote: every file of batch ``N``
+is named ``batch-N-...``, and writing batch ``N`` first deletes such files.
+Data is written to ``_staging/`` and then renamed into the partition folders,
+so readers (Spark, pyarrow, pandas) only see whole files; folders starting
+with ``_`` are ignored by all of them.
+
+File operations go through Hadoop's FileSystem API, so the output may be a
+local folder, HDFS or an object store, as for any Spark job.
+"""
+from __future__ import annotations
+
+import logging
+from typing import Sequence
+
+LOG = logging.getLogger(__name__)
+
+STAGING = "_staging"
+
+
+def batch_prefix(batch_id: int) -> str:
+    """File name prefix of a micro-batch's files; zero-padded so names sort by batch."""
+    return f"batch-{batch_id:012d}-"
+
+
+class BatchParquetWriter:
+    """Writes each micro-batch's rows under ``root``, partitioned by ``partition_by``."""
+
+    def __init__(self, root: str, partition_by: Sequence[str] = ()) -> None:
+        self.root = root.rstrip("/")
+        self.partition_by = tuple(partition_by)
+
+    def write(self, df, batch_id: int, empty: bool = False, prefix: str | None = None) -> int:
+        """Replace batch ``batch_id``'s files by ``df``'s rows; return the number of files.
+
+        ``empty`` says ``df`` has no rows: only the files of an earlier attempt
+        are removed. ``prefix`` names the files otherwise than ``batch-N-``.
+        """
+        fs, path = _filesystem(df.sparkSession, self.root)
+        prefix = prefix or batch_prefix(batch_id)
+        root = fs.makeQualified(path(self.root))
+        staging = path(root, f"{STAGING}/{prefix.rstrip('-')}")
+        removed = self._delete_batch(fs, path, root, prefix)
+        fs.delete(staging, True)
+        if removed:
+            LOG.info("Batch %d was written before (replay after a restart): %d old files replaced",
+                     batch_id, removed)
+        if empty:
+            return 0
+        df.write.mode("overwrite").partitionBy(*self.partition_by).parquet(staging.toString())
+        staging_dir = fs.makeQualified(staging).toUri().getPath().rstrip("/")
+        moved = 0
+        files = fs.listFiles(staging, True)
+        while files.hasNext():
+            status = files.next()
+            source = status.getPath()
+            name = source.getName()
+            if not name.endswith(".parquet"):
+                continue
+            relative = source.getParent().toUri().getPath()[len(staging_dir):].strip("/")
+            target_dir = path(root, relative) if relative else root
+            fs.mkdirs(target_dir)
+            if not fs.rename(source, path(target_dir, prefix + name)):
+                raise OSError(f"Could not move {source} into {target_dir}")
+            moved += 1
+        fs.delete(staging, True)
+        return moved
+
+    def files(self, spark) -> list[str]:
+        """Paths of the data files written so far (not staging)."""
+        fs, path = _filesystem(spark, self.root)
+        pattern = "/".join(["*"] * len(self.partition_by) + ["*.parquet"])
+        return [s.getPath().toString() for s in (fs.globStatus(path(path(self.root), pattern)) or [])]
+
+    def delete(self, spark, files: Sequence[str]) -> None:
+        fs, path = _filesystem(spark, self.root)
+        for name in files:
+            fs.delete(path(name), False)
+
+    def _delete_batch(self, fs, path, root, prefix: str) -> int:
+        pattern = "/".join(["*"] * len(self.partition_by) + [prefix + "*"])
+        matches = fs.globStatus(path(root, pattern)) or []
+        for status in matches:
+            fs.delete(status.getPath(), False)
+        return len(matches)
+
+
+def _filesystem(spark, root: str):
+    """Hadoop FileSystem of ``root`` and a Path constructor, through the session's JVM."""
+    jvm = spark.sparkContext._jvm  # noqa: SLF001
+    hadoop_conf = spark.sparkContext._jsc.hadoopConfiguration()  # noqa: SLF001
+    path_class = jvm.org.apache.hadoop.fs.Path
+
+    def path(parent, child: str | None = None):
+        if child is None:
+            return path_class(parent)
+        return path_class(parent, child)
+
+    return path_class(root).getFileSystem(hadoop_conf), path

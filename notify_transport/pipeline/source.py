@@ -1,0 +1,240 @@
+"""``notify_kafka``: a PySpark Python data source reading Kafka through confluent-kafka.
+
+Spark's JVM Kafka connector is not always on the classpath (it cannot be
+downloaded here), so this source gives the same columns (key, value, topic,
+partition, offset, timestamp, timestampType) from Python, batch and streaming:
+
+- one Spark input partition per Kafka partition with records, an explicit
+  ``[start, end)`` offset range, read by ``assign()`` (no group, no commit);
+- the streaming offset is ``{"topic": {"partition": next_offset}}``, kept in
+  Spark's checkpoint, so a restarted query replays an unfinished micro-batch
+  exactly and continues after the last finished one;
+- ``maxOffsetsPerTrigger`` caps each micro-batch through Spark's admission
+  control, split across partitions in proportion to their lag;
+- ``Trigger.AvailableNow`` reads what exists when the query starts and stops;
+- records come out as Arrow record batches.
+
+Options (names of Spark's Kafka source where one exists):
+``kafka.bootstrap.servers`` and any other ``kafka.<librdkafka property>``, or
+``transport_url`` (a ``kafka://`` URL, SASL/SSL from it and its query);
+``subscribe`` (comma-separated topics) or ``subscribePattern`` (regex);
+``startingOffsets`` (``earliest``/``latest``/JSON; streaming default latest,
+batch default earliest); ``endingOffsets`` (batch; default latest);
+``maxOffsetsPerTrigger`` (alias ``maxRecordsPerTrigger``); ``failOnDataLoss``
+(default true); ``kafkaConsumer.pollTimeoutMs`` (default 120000);
+``metadataTimeoutMs`` (default 30000); ``arrowBatchSize`` (default 10000).
+"""
+from __future__ import annotations
+
+import logging
+from typing import Iterator, Mapping, Sequence
+
+from pyspark.sql.datasource import DataSource, DataSourceReader, DataSourceStreamReader, InputPartition
+from pyspark.sql.streaming.datasource import (ReadAllAvailable, ReadLimit, ReadMaxRows, ReadMinRows,
+                                              SupportsTriggerAvailableNow)
+from pyspark.sql.types import (BinaryType, IntegerType, LongType, StringType, StructField, StructType,
+                               TimestampType)
+
+from notify_transport.exceptions import ConfigurationError
+from notify_transport.pipeline import kafka_io, offsets
+from notify_transport.pipeline.kafka_settings import KafkaSettings
+
+LOG = logging.getLogger(__name__)
+
+FORMAT_NAME = "notify_kafka"
+
+#: The columns of Spark's Kafka source (without headers), in its order.
+KAFKA_SCHEMA = StructType([
+    StructField("key", BinaryType()),
+    StructField("value", BinaryType()),
+    StructField("topic", StringType()),
+    StructField("partition", IntegerType()),
+    StructField("offset", LongType()),
+    StructField("timestamp", TimestampType()),
+    StructField("timestampType", IntegerType()),
+])
+
+
+class SourceOptions:
+    """The data source options, checked once on the driver."""
+
+    def __init__(self, options: Mapping[str, str], streaming: bool) -> None:
+        opts = {k.lower(): str(v) for k, v in options.items()}
+        config = {k[len("kafka."):]: v for k, v in opts.items() if k.startswith("kafka.")}
+        if "transport_url" in opts:
+            config = {**KafkaSettings.from_url(opts["transport_url"]).librdkafka_config(), **config}
+        if "bootstrap.servers" not in config:
+            raise ConfigurationError(f"{FORMAT_NAME}: set kafka.bootstrap.servers or transport_url")
+        self.kafka_config: dict[str, str] = config
+        self.topics = [t.strip() for t in opts.get("subscribe", "").split(",") if t.strip()]
+        self.pattern = opts.get("subscribepattern") or None
+        if bool(self.topics) == bool(self.pattern):
+            raise ConfigurationError(f"{FORMAT_NAME}: set exactly one of subscribe and subscribePattern")
+        self.starting = offsets.parse_offsets_option(opts.get("startingoffsets"),
+                                                     "latest" if streaming else "earliest")
+        self.ending = offsets.parse_offsets_option(opts.get("endingoffsets"), "latest")
+        if streaming and "endingoffsets" in opts:
+            raise ConfigurationError(f"{FORMAT_NAME}: endingOffsets is for batch queries only")
+        if self.ending == "earliest":
+            raise ConfigurationError(f"{FORMAT_NAME}: endingOffsets cannot be 'earliest'")
+        limit = opts.get("maxoffsetspertrigger") or opts.get("maxrecordspertrigger")
+        self.max_per_trigger = _positive_int("maxOffsetsPerTrigger", limit) if limit else None
+        self.fail_on_data_loss = opts.get("failondataloss", "true").lower() != "false"
+        self.poll_timeout = _positive_int("kafkaConsumer.pollTimeoutMs",
+                                          opts.get("kafkaconsumer.polltimeoutms", "120000")) / 1000
+        self.metadata_timeout = _positive_int("metadataTimeoutMs",
+                                              opts.get("metadatatimeoutms", "30000")) / 1000
+        self.arrow_batch_size = _positive_int("arrowBatchSize", opts.get("arrowbatchsize", "10000"))
+
+
+class KafkaInputPartition(InputPartition):
+    """One Kafka partition's offset range (no connection settings: it may be printed)."""
+
+    def __init__(self, offset_range: offsets.OffsetRange) -> None:
+        super().__init__(offset_range)
+
+
+class NotifyKafkaDataSource(DataSource):
+    """``spark.read/readStream.format("notify_kafka")``."""
+
+    @classmethod
+    def name(cls) -> str:
+        return FORMAT_NAME
+
+    def schema(self) -> StructType:
+        return KAFKA_SCHEMA
+
+    def reader(self, schema: StructType) -> "KafkaBatchReader":
+        return KafkaBatchReader(SourceOptions(self.options, streaming=False), schema)
+
+    def streamReader(self, schema: StructType) -> "KafkaStreamReader":
+        return KafkaStreamReader(SourceOptions(self.options, streaming=True), schema)
+
+
+class _KafkaReading:
+    """What the batch and the stream reader share: planning helpers and ``read``."""
+
+    def __init__(self, options: SourceOptions, schema: StructType) -> None:
+        self.options = options
+        self.schema = schema
+        self._admin = None
+
+    def _admin_client(self):
+        if self._admin is None:
+            self._admin = kafka_io.admin_client(self.options.kafka_config)
+        return self._admin
+
+    def _partitions(self) -> list[offsets.TopicPartition]:
+        return kafka_io.list_partitions(self._admin_client(), self.options.topics, self.options.pattern,
+                                        self.options.metadata_timeout)
+
+    def _offsets(self, partitions: Sequence[offsets.TopicPartition], which: str) -> offsets.Offsets:
+        return kafka_io.list_offsets(self._admin_client(), partitions, which, self.options.metadata_timeout)
+
+    def read(self, partition: KafkaInputPartition) -> Iterator:
+        from pyspark.sql.pandas.types import to_arrow_schema
+
+        arrow_schema = to_arrow_schema(self.schema, timezone="UTC")
+        yield from kafka_io.read_range(self.options.kafka_config, partition.value, arrow_schema,
+                                       batch_size=self.options.arrow_batch_size,
+                                       poll_timeout=self.options.poll_timeout,
+                                       fail_on_data_loss=self.options.fail_on_data_loss)
+
+    def __getstate__(self) -> dict:
+        state = dict(self.__dict__)
+        state["_admin"] = None  # executors never need it, and it does not pickle
+        return state
+
+
+class KafkaBatchReader(_KafkaReading, DataSourceReader):
+    """Reads ``startingOffsets`` to ``endingOffsets`` once."""
+
+    def partitions(self) -> list[KafkaInputPartition]:
+        parts = self._partitions()
+        earliest = self._offsets(parts, "earliest")
+        latest = self._offsets(parts, "latest")
+        start = offsets.resolve(self.options.starting, earliest, latest)
+        end = offsets.resolve(self.options.ending, earliest, latest, unlisted="latest")
+        end = {tp: off for tp, off in end.items() if tp in start}
+        ranges = offsets.plan(start, end)
+        LOG.info("Batch read of %d records from %d partitions", offsets.total(ranges), len(ranges))
+        return [KafkaInputPartition(r) for r in ranges]
+
+
+class KafkaStreamReader(_KafkaReading, DataSourceStreamReader, SupportsTriggerAvailableNow):
+    """Micro-batches over Kafka offsets, with admission control and ``availableNow``."""
+
+    def __init__(self, options: SourceOptions, schema: StructType) -> None:
+        super().__init__(options, schema)
+        self._target: offsets.Offsets | None = None
+        self._latest: offsets.Offsets | None = None
+
+    def initialOffset(self) -> dict:
+        parts = self._partitions()
+        start = offsets.resolve(self.options.starting, self._offsets(parts, "earliest"),
+                                self._offsets(parts, "latest"))
+        LOG.info("Streaming from %s", offsets.to_json(start))
+        return offsets.to_json(start)
+
+    def getDefaultReadLimit(self) -> ReadLimit:
+        if self.options.max_per_trigger:
+            return ReadMaxRows(self.options.max_per_trigger)
+        return ReadAllAvailable()
+
+    def prepareForTriggerAvailableNow(self) -> None:
+        parts = self._partitions()
+        self._target = self._offsets(parts, "latest")
+        LOG.info("availableNow: reading up to %s", offsets.to_json(self._target))
+
+    def latestOffset(self, start: dict, limit: ReadLimit) -> dict:
+        begin = offsets.from_json(start)
+        parts = set(self._partitions())
+        if self._target is not None:
+            parts &= set(self._target)
+        latest = self._offsets(sorted(parts), "latest")
+        if self._target is not None:
+            latest = {tp: min(off, self._target[tp]) for tp, off in latest.items()}
+        self._latest = latest
+        effective = dict(begin)
+        new = [tp for tp in latest if tp not in begin]
+        if new:
+            effective.update(self._offsets(new, "earliest"))
+            LOG.info("New partitions %s are read from their earliest record", new)
+        for tp, offset in latest.items():
+            if offset < effective[tp]:
+                kafka_io.report_data_loss(self.options.fail_on_data_loss,
+                                          f"{tp[0]}[{tp[1]}] ends at {offset}, before offset "
+                                          f"{effective[tp]} already read: the topic was deleted "
+                                          "or truncated")
+                effective[tp] = self._offsets([tp], "earliest")[tp]
+        end = offsets.limit(effective, latest, self._max_rows(limit, effective, latest))
+        return offsets.to_json(end)
+
+    def reportLatestOffset(self) -> dict | None:
+        return offsets.to_json(self._latest) if self._latest else None
+
+    def partitions(self, start: dict, end: dict) -> list[KafkaInputPartition]:
+        ranges = offsets.plan(offsets.from_json(start), offsets.from_json(end))
+        return [KafkaInputPartition(r) for r in ranges]
+
+    def commit(self, end: dict) -> None:
+        LOG.debug("Micro-batch done up to %s", end)
+
+    @staticmethod
+    def _max_rows(limit: ReadLimit, start: offsets.Offsets, latest: offsets.Offsets) -> int | None:
+        if isinstance(limit, ReadMaxRows):
+            return limit.max_rows
+        if isinstance(limit, ReadMinRows):
+            available = sum(max(0, latest[tp] - start[tp]) for tp in latest)
+            return None if available >= limit.min_rows else 0
+        return None
+
+
+def _positive_int(name: str, value: str) -> int:
+    try:
+        number = int(value)
+    except ValueError:
+        raise ConfigurationError(f"{FORMAT_NAME}: {name} must be an integer, got {value!r}") from None
+    if number <= 0:
+        raise ConfigurationError(f"{FORMAT_NAME}: {name} must be positive, got {number}")
+    return number

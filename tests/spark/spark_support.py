@@ -1,0 +1,93 @@
+"""Helpers of the Spark tests: a Kafka-protocol broker and a notification producer.
+
+Notifications are encoded with :mod:`notify_transport.drivers.envelope` and
+produced with confluent-kafka directly, so these tests depend only on the
+wire format, not on the Notifier.
+"""
+from __future__ import annotations
+
+import contextlib
+import datetime
+import gc
+import uuid
+from typing import Iterator
+
+from confluent_kafka import Producer
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from notify_transport.drivers import envelope
+from notify_transport.testing.brokers import NoidaBroker, external_kafka
+
+
+@contextlib.contextmanager
+def kafka_broker() -> Iterator[str]:
+    """``host:port`` of the cluster named by ``$NOTIFY_TRANSPORT_KAFKA_BOOTSTRAP``, else of a noida-db."""
+    external = external_kafka()
+    if external is not None:
+        yield external.bootstrap
+        return
+    with NoidaBroker() as broker:
+        yield broker.bootstrap
+
+
+def utc(seconds_ago: float = 0.0) -> datetime.datetime:
+    return datetime.datetime.now(datetime.timezone.utc).replace(tzinfo=None) - datetime.timedelta(
+        seconds=seconds_ago)
+
+
+def oslo_timestamp(when: datetime.datetime) -> str:
+    """oslo's ``str(timeutils.utcnow())``."""
+    return str(when)
+
+
+class NotificationProducer:
+    """Creates topics and produces oslo notifications (and poison records) to them."""
+
+    def __init__(self, bootstrap: str) -> None:
+        self.bootstrap = bootstrap
+        self.admin = AdminClient({"bootstrap.servers": bootstrap})
+        self.producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5})
+
+    @staticmethod
+    def unique_base(prefix: str = "nt") -> str:
+        return f"{prefix}-{uuid.uuid4().hex[:8]}"
+
+    def create_topics(self, partitions: dict[str, int]) -> None:
+        futures = self.admin.create_topics(
+            [NewTopic(t, num_partitions=n, replication_factor=1) for t, n in partitions.items()])
+        for future in futures.values():
+            future.result(30)
+
+    def delete_topics(self, topics: list[str]) -> None:
+        for future in self.admin.delete_topics(topics).values():
+            with contextlib.suppress(Exception):
+                future.result(30)
+
+    def notification(self, event_type: str = "compute.instance.create.end",
+                     publisher_id: str = "compute.host1", priority: str = "INFO",
+                     payload: dict | None = None, timestamp: datetime.datetime | None = None,
+                     message_id: str | None = None) -> dict:
+        return {"message_id": message_id or str(uuid.uuid4()), "publisher_id": publisher_id,
+                "event_type": event_type, "priority": priority, "payload": payload or {"n": 1},
+                "timestamp": oslo_timestamp(timestamp or utc())}
+
+    def send(self, topic: str, message: dict, version: float = 2.0, partition: int | None = None,
+             context_style: str = envelope.CONTEXT_DICT, ctxt: dict | None = None) -> None:
+        raw = envelope.encode(message, ctxt or {"request_id": "req-" + message["message_id"][:8]},
+                              version, context_style)
+        self.send_raw(topic, raw, partition)
+
+    def send_raw(self, topic: str, raw: bytes | None, partition: int | None = None) -> None:
+        kwargs = {} if partition is None else {"partition": partition}
+        self.producer.produce(topic, raw, **kwargs)
+        self.producer.poll(0)
+
+    def close(self) -> None:
+        """Flush and drop the clients, so none outlives the broker and logs reconnect errors."""
+        self.flush()
+        del self.producer, self.admin
+        gc.collect()
+
+    def flush(self) -> None:
+        remaining = self.producer.flush(30)
+        assert remaining == 0, f"{remaining} records not delivered"

@@ -1,0 +1,105 @@
+"""Topic naming, the transport URL and the reader options of the pipeline (no broker needed)."""
+import pytest
+from oslo_config import cfg
+
+from notify_transport.exceptions import ConfigurationError, InvalidTransportURL
+from notify_transport.pipeline import topics
+from notify_transport.pipeline.kafka_settings import KafkaSettings
+from notify_transport.pipeline.reading import Subscription, source_options
+
+
+def test_subscription_topics_follow_the_driver_naming():
+    assert topics.subscription_topics(["notifications"], None, ["info", "error"]) == [
+        "notifications.info", "notifications.error"]
+    assert topics.subscription_topics(["n"], "vh1", ["info"]) == ["n.info.vh1"]
+    assert topics.subscription_topics(["n"], "", ["info"]) == ["n.info"]
+
+
+@pytest.mark.parametrize("topic,bases,expected", [
+    ("notifications.info", (), ("notifications", "info", None)),
+    ("notifications.error.vh1", (), ("notifications", "error", "vh1")),
+    ("notifications.info.info", (), ("notifications", "info", "info")),
+    ("a.b.info.x.y", ("a.b",), ("a.b", "info", "x.y")),
+    ("versioned.error.notifications.info.vh", ("versioned.error.notifications",),
+     ("versioned.error.notifications", "info", "vh")),
+    ("plain", (), ("plain", None, None)),
+])
+def test_parse_topic(topic, bases, expected):
+    assert tuple(topics.parse_topic(topic, bases)) == expected
+
+
+def test_all_vhosts_pattern():
+    import re
+    pattern = re.compile(topics.all_vhosts_pattern(["notifications"], ["info"]))
+    assert pattern.search("notifications.info") and pattern.search("notifications.info.vh")
+    assert not pattern.search("notifications.error") and not pattern.search("xnotifications.info")
+
+
+def test_settings_from_url_with_sasl_ssl_and_query_override():
+    conf = cfg.ConfigOpts()
+    settings = KafkaSettings.from_url(
+        "kafka://user:s%40cret@h1:9093,h2/vh?security_protocol=SASL_SSL&sasl_mechanism=SCRAM-SHA-512"
+        "&ssl_cafile=/etc/ca.pem", conf)
+    assert settings.bootstrap_servers == ("h1:9093", "h2:9092") and settings.vhost == "vh"
+    config = settings.librdkafka_config()
+    assert config["security.protocol"] == "SASL_SSL"
+    assert config["sasl.mechanism"] == "SCRAM-SHA-512"
+    assert (config["sasl.username"], config["sasl.password"]) == ("user", "s@cret")
+    assert config["ssl.ca.location"] == "/etc/ca.pem"
+    assert "s@cret" not in repr(settings) and "s@cret" not in str(settings.describe())
+    jvm = settings.spark_kafka_options()
+    assert "ScramLoginModule required" in jvm["kafka.sasl.jaas.config"]
+    assert jvm["kafka.ssl.truststore.location"] == "/etc/ca.pem"
+
+
+def test_plaintext_settings_have_no_credentials():
+    config = KafkaSettings.from_url("kafka://h:1/").librdkafka_config()
+    assert config == {"bootstrap.servers": "h:1", "security.protocol": "PLAINTEXT"}
+    assert KafkaSettings.from_url("kafka://h:1/").vhost is None
+
+
+@pytest.mark.parametrize("url,match", [
+    ("rabbit://h:5672/", "reads Kafka"),
+    ("kafka:///vh", "no Kafka host"),
+    ("kafka://h:1/?no_such_option=1", "no_such_option"),
+])
+def test_bad_urls(url, match):
+    with pytest.raises(InvalidTransportURL, match=match):
+        KafkaSettings.from_url(url)
+
+
+def test_both_formats_get_the_same_subscription_and_offsets():
+    settings = KafkaSettings.from_url("kafka://h:1/vh")
+    sub = Subscription(base_topics=("notifications",), vhost="vh", priorities=("info", "error"))
+    ours = source_options(settings, sub, "notify_kafka", "earliest", 100)
+    theirs = source_options(settings, sub, "kafka", "earliest", 100)
+    for key in ("subscribe", "startingOffsets", "maxOffsetsPerTrigger", "failOnDataLoss"):
+        assert ours[key] == theirs[key]
+    assert ours["subscribe"] == "notifications.info.vh,notifications.error.vh"
+    assert ours["kafka.bootstrap.servers"] == theirs["kafka.bootstrap.servers"] == "h:1"
+
+
+def test_subscription_validation():
+    with pytest.raises(ConfigurationError, match="priorities"):
+        Subscription(priorities=("loud",))
+    assert Subscription(kafka_topics=("x", "y")).options() == {"subscribe": "x,y"}
+    assert "subscribePattern" in Subscription(all_vhosts=True).options()
+
+
+def test_session_environment_is_set_by_the_code(monkeypatch):
+    import sys
+
+    from notify_transport.pipeline import session
+
+    monkeypatch.setenv("PYSPARK_PYTHON", "/elsewhere/python")
+    monkeypatch.delenv("SPARK_LOCAL_IP", raising=False)
+    session.prepare_environment("local[2]")
+    import os
+    assert os.environ["PYSPARK_PYTHON"] == sys.executable
+    assert os.environ["SPARK_LOCAL_IP"] == "127.0.0.1"
+    monkeypatch.setenv("PYSPARK_PYTHON", "/cluster/python")
+    session.prepare_environment("spark://master:7077")
+    assert os.environ["PYSPARK_PYTHON"] == "/cluster/python"  # the cluster's own interpreter is kept
+    conf = session.default_conf("local[2]")
+    assert conf["spark.ui.enabled"] == "false" and conf["spark.sql.shuffle.partitions"] == "2"
+    assert "password" in conf["spark.redaction.regex"]
