@@ -18,6 +18,7 @@ from oslo_config import cfg
 
 from notify_transport.drivers.config import resolve_options
 from notify_transport.drivers.kafka import options as kafka_options
+from notify_transport.drivers.kafka.config import common_config, sasl_credentials
 from notify_transport.exceptions import ConfigurationError, InvalidTransportURL
 from notify_transport.url import TransportURL
 
@@ -48,6 +49,8 @@ class KafkaSettings:
     ssl_key_password: str | None = dataclasses.field(default=None, repr=False)
     #: librdkafka properties from ``librdkafka_config`` and ``consumer_config``.
     extra: tuple[tuple[str, str], ...] = dataclasses.field(default=(), repr=False)
+    #: the Kafka driver's connection properties for this URL (secrets included).
+    rdkafka: tuple[tuple[str, Any], ...] = dataclasses.field(default=(), repr=False)
     #: the transport URL without passwords, for messages.
     url: str = ""
 
@@ -62,7 +65,8 @@ class KafkaSettings:
             raise InvalidTransportURL(parsed.redacted(), "The transport URL names no Kafka host")
         opts = resolve_options(conf if conf is not None else cfg.ConfigOpts(), kafka_options.GROUP,
                                kafka_options.all_opts(), parsed.query, parsed.redacted())
-        user = next((h for h in parsed.hosts if h.username), None)
+        username, password = sasl_credentials(parsed, opts)
+        rdkafka = common_config(parsed, opts)
         extra = {**{k: str(v) for k, v in opts.librdkafka_config.items()},
                  **{k: str(v) for k, v in opts.consumer_config.items()}}
         return cls(
@@ -70,13 +74,14 @@ class KafkaSettings:
             vhost=parsed.virtual_host or None,
             security_protocol=opts.security_protocol,
             sasl_mechanism=opts.sasl_mechanism,
-            sasl_username=(user.username if user else None) or opts.sasl_username or None,
-            sasl_password=(user.password if user else None) or opts.sasl_password or None,
+            sasl_username=username,
+            sasl_password=password,
             ssl_cafile=opts.ssl_cafile or None,
             ssl_certfile=opts.ssl_client_cert_file or None,
             ssl_keyfile=opts.ssl_client_key_file or None,
             ssl_key_password=opts.ssl_client_key_password or None,
             extra=tuple(sorted(extra.items())),
+            rdkafka=tuple(sorted(rdkafka.items())),
             url=parsed.redacted(),
         )
 
@@ -90,18 +95,14 @@ class KafkaSettings:
                    url=f"kafka://{','.join(servers)}" + (f"/{vhost}" if vhost else ""))
 
     def librdkafka_config(self) -> dict[str, str]:
-        """Consumer properties for confluent-kafka (secrets included: never log them)."""
-        config: dict[str, str] = {"bootstrap.servers": ",".join(self.bootstrap_servers),
-                                  "security.protocol": self.security_protocol}
-        if self.security_protocol in _SASL:
-            config["sasl.mechanism"] = self.sasl_mechanism
-            _put(config, "sasl.username", self.sasl_username)
-            _put(config, "sasl.password", self.sasl_password)
-        if self.security_protocol in _SSL:
-            _put(config, "ssl.ca.location", self.ssl_cafile)
-            _put(config, "ssl.certificate.location", self.ssl_certfile)
-            _put(config, "ssl.key.location", self.ssl_keyfile)
-            _put(config, "ssl.key.password", self.ssl_key_password)
+        """Consumer properties for confluent-kafka (secrets included: never log them).
+
+        The connection part is the Kafka driver's own (``common_config``), so
+        the pipeline connects exactly as listeners do.
+        """
+        config: dict[str, Any] = dict(self.rdkafka) or {
+            "bootstrap.servers": ",".join(self.bootstrap_servers),
+            "security.protocol": self.security_protocol}
         config.update(self.extra)
         return config
 
@@ -139,11 +140,6 @@ class KafkaSettings:
     def describe(self) -> dict[str, Any]:
         """What is safe to print: no password, no key."""
         return {"url": self.url, "vhost": self.vhost, "security_protocol": self.security_protocol}
-
-
-def _put(config: dict[str, str], key: str, value: str | None) -> None:
-    if value:
-        config[key] = value
 
 
 def _jaas_quote(value: str) -> str:

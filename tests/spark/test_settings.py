@@ -54,7 +54,9 @@ def test_settings_from_url_with_sasl_ssl_and_query_override():
 
 def test_plaintext_settings_have_no_credentials():
     config = KafkaSettings.from_url("kafka://h:1/").librdkafka_config()
-    assert config == {"bootstrap.servers": "h:1", "security.protocol": "PLAINTEXT"}
+    # the driver's own connection properties, and nothing about SASL or SSL
+    assert config == {"bootstrap.servers": "h:1", "security.protocol": "PLAINTEXT",
+                      "client.id": "notify-transport"}
     assert KafkaSettings.from_url("kafka://h:1/").vhost is None
 
 
