@@ -1,9 +1,9 @@
 """Send notifications: ``Notifier(transport, publisher_id).info(ctxt, event_type, payload)``."""
 from __future__ import annotations
 
-import datetime
 import logging
-import uuid
+import os
+import time
 from typing import Any, Callable, Iterable
 
 from notify_transport import options
@@ -20,9 +20,60 @@ SECRET_CONTEXT_KEYS = frozenset({"auth_token", "service_token", "auth_token_info
 _NOTIFY_DRIVER_VERSIONS = {"messaging": 1.0, "messagingv2": 2.0}
 
 
-def _utcnow_str() -> str:
-    # oslo's str(timeutils.utcnow()): "YYYY-MM-DD HH:MM:SS.ffffff", naive UTC
-    return str(datetime.datetime.now(datetime.timezone.utc).replace(tzinfo=None))
+class _UtcClock:
+    """``str(datetime.utcnow())`` as oslo writes timestamps, about 3x cheaper.
+
+    "YYYY-MM-DD HH:MM:SS.ffffff" in naive UTC, without the fraction when the
+    microseconds are 0 (as ``str(datetime)``). The date and time part is
+    formatted once per second.
+    """
+
+    __slots__ = ("_second",)
+
+    def __init__(self) -> None:
+        self._second: tuple[int, str] = (-1, "")
+
+    def __call__(self) -> str:
+        sec, ns = divmod(time.time_ns(), 1_000_000_000)
+        cached = self._second  # one tuple, replaced whole: safe across threads
+        if cached[0] != sec:
+            cached = self._second = (sec, time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(sec)))
+        micro = ns // 1000
+        return f"{cached[1]}.{micro:06d}" if micro else cached[1]
+
+
+_utcnow_str = _UtcClock()
+
+# -- message ids ---------------------------------------------------------------
+# Random (version 4) UUID strings made 256 at a time from one os.urandom call:
+# str(uuid.uuid4()) costs a system call and a UUID object per notification.
+# The pool is module state only so that a forked child can be made to drop the
+# ids it inherited (it would otherwise reuse its parent's).
+_ID_BATCH = 256
+#: the RFC 4122 variant keeps a hex digit's two low bits and sets its top bits to 10
+_VARIANT_DIGIT = {c: "89ab"[int(c, 16) & 3] for c in "0123456789abcdef"}
+_id_pool: list[str] = []
+
+
+def _more_ids() -> list[str]:
+    h = os.urandom(16 * _ID_BATCH).hex()
+    v = _VARIANT_DIGIT
+    # version 4 in the 13th digit, the variant in the 17th, as uuid.uuid4()
+    return [f"{h[i:i + 8]}-{h[i + 8:i + 12]}-4{h[i + 13:i + 16]}-{v[h[i + 16]]}{h[i + 17:i + 20]}-"
+            f"{h[i + 20:i + 32]}" for i in range(0, 32 * _ID_BATCH, 32)]
+
+
+def new_message_id() -> str:
+    """A random UUID string, like ``str(uuid.uuid4())``; safe across threads and forks."""
+    while True:
+        try:
+            return _id_pool.pop()  # atomic under the GIL
+        except IndexError:
+            _id_pool.extend(_more_ids())
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_id_pool.clear)
 
 
 def sanitize_context(ctxt: Any) -> Any:
@@ -71,6 +122,8 @@ class Notifier:
         self.retry = retry
         self._conf_retry = group.retry
         self._serializer = serializer or NoOpSerializer()
+        #: the default serializer changes nothing: skip its two calls per notification
+        self._serializes = type(self._serializer) is not NoOpSerializer
         if driver is None:
             names = list(group.driver)
         elif isinstance(driver, str):
@@ -89,10 +142,13 @@ class Notifier:
         if name in _NOTIFY_DRIVER_VERSIONS:
             version = _NOTIFY_DRIVER_VERSIONS[name]
 
+            send_notification = self.transport._send_notification
+            targets_for = self._targets_for
+
             def send(ctxt: dict, msg: dict, priority: str, retry: int | None) -> None:
-                for target in self._targets_for(priority):
+                for target in targets_for(priority):
                     try:
-                        self.transport._send_notification(target, ctxt, msg, version, retry=retry)
+                        send_notification(target, ctxt, msg, version, retry=retry)
                     except Exception as exc:  # never break the caller, as oslo does
                         LOG.error("Could not send notification %s (%s) to %s: %s",
                                   msg["message_id"], msg["event_type"], target.topic, exc,
@@ -127,13 +183,17 @@ class Notifier:
 
     def _notify(self, ctxt: Any, event_type: str, payload: Any, priority: str,
                 publisher_id: str | None = None, retry: int | None = None) -> None:
-        if not self._senders:
+        senders = self._senders
+        if not senders:
             return
-        payload = self._serializer.serialize_entity(ctxt, payload)
-        ctxt = self._serializer.serialize_context(sanitize_context(ctxt))
-        if not isinstance(ctxt, dict):
+        if self._serializes:
+            payload = self._serializer.serialize_entity(ctxt, payload)
+            ctxt = self._serializer.serialize_context(sanitize_context(ctxt))
+        else:
+            ctxt = sanitize_context(ctxt)
+        if type(ctxt) is not dict and not isinstance(ctxt, dict):
             ctxt = ctxt.to_dict() if hasattr(ctxt, "to_dict") else dict(ctxt)
-        msg = {"message_id": str(uuid.uuid4()),
+        msg = {"message_id": new_message_id(),
                "publisher_id": publisher_id or self.publisher_id,
                "event_type": event_type,
                "priority": priority,
@@ -141,7 +201,7 @@ class Notifier:
                "timestamp": _utcnow_str()}
         if retry is None:
             retry = self.retry if self.retry is not None else self._conf_retry
-        for send in self._senders:
+        for send in senders:
             send(ctxt, msg, priority, retry)
 
     def audit(self, ctxt: Any, event_type: str, payload: Any) -> None:

@@ -1,0 +1,189 @@
+"""Profile one hot path in this process: CPU per message, and where it goes.
+
+    python -m bench.profile_hot send   [--impl ours|oslo|raw] [--count N]
+    python -m bench.profile_hot listen [--impl ours|oslo|raw] [--count N]
+    python -m bench.profile_hot rpc    [--impl ours|oslo|raw] [--count N]
+    ... --py-spy               # sample every thread with py-spy, print the top frames
+
+``send`` times Notifier.info (or raw produce) plus the final flush; ``listen``
+dispatches a pre-filled topic through the listener API; ``rpc`` makes
+sequential calls to a server running in a worker process. Each prints the
+rate, the CPU time per message (the sending thread's for ``send`` and
+``rpc``, the whole process's for ``listen``) and, with ``--py-spy``, the
+functions where samples fell (inclusive and self), restricted to the threads
+doing the work. Brokers: a noida-db started here, RabbitMQ on 127.0.0.1:5672.
+"""
+from __future__ import annotations
+
+import argparse
+import collections
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import uuid
+
+
+def _send(impl: str, count: int) -> dict:
+    from notify_transport.testing.brokers import NoidaBroker
+
+    from bench import brokers
+    from bench.kafka_impls import make_sender
+    from bench.payload import make_context, make_payload
+
+    with NoidaBroker() as broker:
+        brokers.create_topics(broker.bootstrap, ["profile.info"], 1)
+        ctxt = make_context()
+        payload = make_payload(ctxt)
+        sender = make_sender(impl, broker.bootstrap, "profile", ctxt)
+        for _ in range(1000):
+            sender.send(payload)
+        sender.flush()
+        cpu0, wall0 = time.thread_time(), time.perf_counter()
+        for _ in range(count):
+            sender.send(payload)
+        sender.flush()
+        cpu, wall = time.thread_time() - cpu0, time.perf_counter() - wall0
+        sender.close()
+    return {"rate": count / wall, "cpu_us_per_msg": cpu / count * 1e6}
+
+
+def _listen(impl: str, count: int) -> dict:
+    from notify_transport.testing.brokers import NoidaBroker
+
+    from bench import brokers
+    from bench.kafka_impls import make_receiver
+    from bench.payload import context_dict, encode_envelope, make_context, make_payload
+    from confluent_kafka import Producer
+
+    with NoidaBroker() as broker:
+        bootstrap = broker.bootstrap
+        brokers.create_topics(bootstrap, ["profile.info"], 1)
+        ctxt = make_context()
+        value = encode_envelope(make_payload(ctxt), context_dict(ctxt))
+        producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5})
+        for _ in range(count):
+            while True:
+                try:
+                    producer.produce("profile.info", value)
+                    break
+                except BufferError:
+                    producer.poll(0.01)
+        producer.flush(60)
+        brokers.commit_start_offsets(bootstrap, "profile", "profile.info")
+        state = {"n": 0, "first": 0.0, "last": 0.0, "cpu0": 0.0}
+        done = threading.Event()
+
+        def on_message(_payload: dict, now: float) -> None:
+            state["n"] += 1
+            if state["n"] == 1:
+                state["first"], state["cpu0"] = now, time.process_time()
+            state["last"] = now
+            if state["n"] >= count:
+                done.set()
+
+        def on_count(n: int, now: float) -> None:
+            for _ in range(n):
+                on_message({}, now)
+
+        options = {"decode": False, "on_count": on_count} if impl == "raw" else {}
+        receiver = make_receiver(impl, bootstrap, "profile", "profile", on_message, **options)
+        receiver.start()
+        done.wait(120)
+        cpu = time.process_time() - state["cpu0"]
+        receiver.stop()
+    n = state["n"]
+    return {"rate": (n - 1) / max(1e-9, state["last"] - state["first"]), "dispatched": n,
+            "process_cpu_us_per_msg": cpu / max(1, n) * 1e6}
+
+
+def _rpc(impl: str, count: int) -> dict:
+    from bench.brokers import RabbitVhost
+    from bench.procs import Worker
+    from bench.rabbit_impls import make_rpc_client
+
+    with RabbitVhost("profile-" + uuid.uuid4().hex[:6]) as vhost:
+        rabbit = {"host": vhost.host, "port": vhost.port, "vhost": vhost.name,
+                  "user": vhost.user, "password": vhost.password}
+        server = Worker("bench.rabbit_rpc:serve", dict(impl=impl, url=vhost.url(), rabbit=rabbit,
+                                                      topic="profile", server="s1"))
+        try:
+            server.wait_signal("ready", 60)
+            client = make_rpc_client(impl, vhost.url(), rabbit, "profile", 30)
+            value = {"x": "y" * 200}
+            for _ in range(100):
+                client.call("echo", value=value)
+            cpu0, wall0 = time.thread_time(), time.perf_counter()
+            for _ in range(count):
+                client.call("echo", value=value)
+            cpu, wall = time.thread_time() - cpu0, time.perf_counter() - wall0
+            client.close()
+            server.send("stop")
+            server.result(30)
+        finally:
+            server.kill()
+    return {"rate": count / wall, "mean_ms": wall / count * 1e3,
+            "client_thread_cpu_us_per_call": cpu / count * 1e6}
+
+
+PATHS = {"send": (_send, 30_000), "listen": (_listen, 30_000), "rpc": (_rpc, 2_000)}
+
+
+def summarize_folded(path: str, must_contain: str = "", top: int = 25) -> str:
+    """Inclusive and self sample shares per frame from py-spy's raw (folded) output."""
+    inclusive: collections.Counter[str] = collections.Counter()
+    own: collections.Counter[str] = collections.Counter()
+    total = 0
+    with open(path, encoding="utf-8", errors="replace") as fh:
+        for line in fh:
+            stack, _, count = line.rstrip().rpartition(" ")
+            if not stack or (must_contain and must_contain not in stack):
+                continue
+            frames = stack.split(";")
+            n = int(count)
+            total += n
+            own[frames[-1]] += n
+            for frame in set(frames):
+                inclusive[frame] += n
+    if not total:
+        return "no samples matched"
+    lines = [f"{total} samples"]
+    lines += [f"{n / total * 100:5.1f}% incl  {f}" for f, n in inclusive.most_common(top)]
+    lines.append("")
+    lines += [f"{n / total * 100:5.1f}% self  {f}" for f, n in own.most_common(top)]
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench.profile_hot", description=__doc__.split("\n")[0])
+    parser.add_argument("path", choices=sorted(PATHS))
+    parser.add_argument("--impl", default="ours", choices=("ours", "oslo", "raw"))
+    parser.add_argument("--count", type=int)
+    parser.add_argument("--py-spy", dest="py_spy", action="store_true",
+                        help="run under py-spy (every thread) and print the top frames")
+    parser.add_argument("--filter", default=None,
+                        help="only samples whose stack contains this text (default: the work's "
+                             "entry point for the path)")
+    args = parser.parse_args(argv)
+    func, default_count = PATHS[args.path]
+    count = args.count or default_count
+    if args.py_spy and not os.environ.get("BENCH_UNDER_PY_SPY"):
+        spy = shutil.which("py-spy") or os.path.join(os.path.dirname(sys.executable), "py-spy")
+        out = os.path.join(tempfile.mkdtemp(prefix="bench-pyspy-"), "profile.folded")
+        env = dict(os.environ, BENCH_UNDER_PY_SPY="1")
+        cmd = [spy, "record", "-r", "1000", "-f", "raw", "-o", out, "--", sys.executable, "-m",
+               "bench.profile_hot", args.path, "--impl", args.impl, "--count", str(count)]
+        subprocess.run(cmd, env=env, check=True)
+        default_filter = {"send": "Sender.send (bench/kafka_impls.py", "rpc": "RpcClient.call (bench/",
+                          "listen": "Thread._bootstrap"}[args.path]
+        print(summarize_folded(out, args.filter if args.filter is not None else default_filter))
+        return 0
+    print(args.path, args.impl, func(args.impl, count), flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

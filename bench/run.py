@@ -1,0 +1,463 @@
+"""Run the benchmarks: one broker set-up, every measure for ours/oslo/raw, a table and JSON.
+
+Usage (from the repository root)::
+
+    python -m bench                 # full run, about 4-5 minutes
+    python -m bench --quick         # smaller counts, about a minute
+    python -m bench --only kafka    # or rabbit, or measure names (kafka_send, rpc, ...)
+
+Every implementation runs in its own worker process, one after the other, so
+they never compete for the two cores or share global state. Topics, the
+RabbitMQ vhost, the broker (when started here) and every worker are removed
+at the end, also on Ctrl-C or a failure.
+"""
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import logging
+import os
+import platform
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from dataclasses import dataclass
+from typing import Any, Callable
+
+from bench import brokers, procs, report
+from bench.procs import Worker, WorkerError, run_worker
+
+LOG = logging.getLogger("bench")
+RESULTS_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "results")
+
+KAFKA_MEASURES = ("kafka_send", "kafka_listen", "kafka_e2e")
+RABBIT_MEASURES = ("rpc", "rabbit_notify")
+ALL_MEASURES = KAFKA_MEASURES + RABBIT_MEASURES
+
+
+@dataclass
+class Sizes:
+    """How much each measure does; ``--quick`` uses the small set."""
+
+    send_count: int = 50_000
+    send_warmup: int = 2_000
+    send_max_seconds: float = 20.0
+    listen_count: int = 20_000
+    listen_max_seconds: float = 10.0
+    #: a listener that dispatched nothing more for this long is done (oslo loses a message)
+    listen_idle_seconds: float = 3.0
+    e2e_rate: float = 500.0
+    e2e_seconds: float = 10.0
+    rpc_warmup: int = 100
+    rpc_seq_calls: int = 3_000
+    rpc_seq_seconds: float = 5.0
+    rpc_threads: int = 8
+    rpc_thread_seconds: float = 5.0
+    rpc_casts: int = 3_000
+    rabbit_notify_count: int = 5_000
+    rabbit_notify_warmup: int = 200
+    #: interleaved repetitions of the Kafka throughput measures (the median is kept)
+    rounds: int = 3
+
+    @classmethod
+    def quick(cls) -> "Sizes":
+        return cls(send_count=10_000, send_warmup=500, send_max_seconds=6.0, listen_count=8_000,
+                   listen_max_seconds=5.0, listen_idle_seconds=1.5, e2e_seconds=3.0, rpc_warmup=20, rpc_seq_calls=500,
+                   rpc_seq_seconds=1.5, rpc_thread_seconds=2.0, rpc_casts=500,
+                   rabbit_notify_count=1_000, rabbit_notify_warmup=50, rounds=1)
+
+
+def build_parser(parser: argparse.ArgumentParser | None = None) -> argparse.ArgumentParser:
+    """The options shared by ``python -m bench`` and ``notify-transport bench``."""
+    parser = parser or argparse.ArgumentParser(prog="python -m bench", description=__doc__.split("\n")[0])
+    parser.add_argument("--quick", action="store_true", help="small counts: about a minute in all")
+    parser.add_argument("--budget", type=float, default=None, metavar="SECONDS",
+                        help="stop starting new measures after this long "
+                             "(default 300, or 90 with --quick)")
+    parser.add_argument("--only", default=",".join(ALL_MEASURES), metavar="LIST",
+                        help="comma-separated: kafka, rabbit or any of " + ", ".join(ALL_MEASURES))
+    parser.add_argument("--impls", default="ours,oslo,raw", metavar="LIST",
+                        help="which implementations to run (default ours,oslo,raw)")
+    parser.add_argument("--json", dest="json_path", default=None, metavar="PATH",
+                        help="where to write the JSON results (default bench/results/<timestamp>.json)")
+    parser.add_argument("--kafka-bootstrap", default=os.environ.get("NOTIFY_TRANSPORT_KAFKA_BOOTSTRAP"),
+                        metavar="HOST:PORT",
+                        help="use this Kafka cluster instead of starting noida-db "
+                             "(default: $NOTIFY_TRANSPORT_KAFKA_BOOTSTRAP)")
+    parser.add_argument("--rabbit-host", default="127.0.0.1")
+    parser.add_argument("--rabbit-port", type=int, default=5672)
+    parser.add_argument("--rabbit-user", default="guest")
+    parser.add_argument("--rabbit-password", default="guest")
+    parser.add_argument("--context", choices=("request", "none"), default="request",
+                        help="context passed to Notifier.info: an oslo.context RequestContext "
+                             "(default) or None")
+    parser.add_argument("--send-count", type=int, help="notifications per Kafka send run")
+    parser.add_argument("--listen-count", type=int, help="messages pre-filled for the listener runs")
+    parser.add_argument("--e2e-seconds", type=float, help="length of the paced latency run")
+    parser.add_argument("--e2e-rate", type=float, help="messages per second of the latency run")
+    parser.add_argument("--rounds", type=int,
+                        help="interleaved repetitions of the Kafka send and listen measures; the "
+                             "median is reported (default 3, 1 with --quick)")
+    parser.add_argument("--ours-kafka-query", default="", metavar="QUERY",
+                        help="URL query added to notify-transport's Kafka URL only, to try driver "
+                             "options (e.g. producer_batch_timeout=0.001); recorded in the JSON")
+    parser.add_argument("--nice", type=int, default=0, metavar="N",
+                        help="run the broker and every worker at this niceness (negative, as root, "
+                             "gives the measures priority over other load on a shared machine; "
+                             "the same for every implementation)")
+    parser.add_argument("--markdown", action="store_true", help="also print the table as Markdown")
+    return parser
+
+
+def _selected(only: str) -> set[str]:
+    chosen: set[str] = set()
+    for item in filter(None, (s.strip() for s in only.split(","))):
+        if item == "kafka":
+            chosen.update(KAFKA_MEASURES)
+        elif item == "rabbit":
+            chosen.update(RABBIT_MEASURES)
+        elif item in ALL_MEASURES:
+            chosen.add(item)
+        else:
+            raise SystemExit(f"--only: unknown measure {item!r}; choose from kafka, rabbit, "
+                             + ", ".join(ALL_MEASURES))
+    return chosen
+
+
+def median_result(results: list[dict], metric: str) -> dict:
+    """The result with the median ``metric`` among those without error, plus every round's value.
+
+    With an even number of good rounds the lower median is taken (a real
+    run, not an average of two). All rounds failing gives the first error.
+    """
+    good = [r for r in results if "error" not in r and isinstance(r.get(metric), (int, float))]
+    if not good:
+        return dict(results[0]) if results else {"error": "no result"}
+    ordered = sorted(good, key=lambda r: r[metric])
+    chosen = dict(ordered[(len(ordered) - 1) // 2])
+    chosen["rounds"] = [r.get(metric) if "error" not in r else None for r in results]
+    failed = [r["error"] for r in results if "error" in r]
+    if failed:
+        chosen["note"] = f"{len(failed)} of {len(results)} rounds failed: {failed[0]}"
+    return chosen
+
+
+def _versions() -> dict[str, str]:
+    from importlib import metadata
+
+    out = {"python": platform.python_version()}
+    for dist in ("notify-transport", "oslo.messaging", "confluent-kafka", "pika", "orjson", "noida-db"):
+        try:
+            out[dist] = metadata.version(dist)
+        except metadata.PackageNotFoundError:
+            out[dist] = "not installed"
+    try:
+        import confluent_kafka
+
+        out["librdkafka"] = confluent_kafka.libversion()[0]
+    except ImportError:
+        pass
+    try:
+        out["git"] = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True,
+                                    text=True, cwd=procs.REPO_ROOT, timeout=5).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        pass
+    return out
+
+
+class Run:
+    """One benchmark run: brokers, sizes, the results collected so far."""
+
+    def __init__(self, args: argparse.Namespace) -> None:
+        self.args = args
+        self.sizes = Sizes.quick() if args.quick else Sizes()
+        for attr, arg in (("send_count", "send_count"), ("listen_count", "listen_count"),
+                          ("e2e_seconds", "e2e_seconds"), ("e2e_rate", "e2e_rate"),
+                          ("rounds", "rounds")):
+            if getattr(args, arg, None):
+                setattr(self.sizes, attr, getattr(args, arg))
+        self.budget = args.budget or (90.0 if args.quick else 300.0)
+        self.impls = [i.strip() for i in args.impls.split(",") if i.strip()]
+        for impl in self.impls:
+            if impl not in report.IMPLS:
+                raise SystemExit(f"--impls: unknown implementation {impl!r}")
+        self.measures = _selected(args.only)
+        from bench.kafka_impls import OURS_QUERY_ENV
+
+        os.environ[OURS_QUERY_ENV] = args.ours_kafka_query or ""  # inherited by the workers
+        self.run_id = datetime.datetime.now().strftime("%Y%m%d%H%M%S") + "-" + uuid.uuid4().hex[:6]
+        self.prefix = f"bench-{self.run_id}"
+        self.results: dict[str, dict[str, Any]] = {}
+        self.started = time.monotonic()
+        self.bootstrap = ""
+        self.skipped: list[str] = []
+        self.phase_seconds: dict[str, float] = {}
+
+    # -- helpers -----------------------------------------------------------------
+    def left(self) -> float:
+        return self.budget - (time.monotonic() - self.started)
+
+    def record(self, key: str, impl: str, result: dict) -> None:
+        """Keep ``result`` as the value of ``key`` for ``impl`` and print it."""
+        self.results.setdefault(key, {})[impl] = result
+        self.progress(key, impl, result)
+
+    def progress(self, key: str, impl: str, result: dict, round_no: int | None = None) -> None:
+        summary = {k: (round(v, 3) if isinstance(v, float) else v) for k, v in result.items()
+                   if k in ("rate", "p50_ms", "p99_ms", "error", "note", "sent", "dispatched",
+                            "rounds")}
+        label = f"{key} #{round_no + 1}" if round_no is not None else key
+        LOG.info("%-22s %-5s %s", label, impl, summary)
+        print(f"  {label:<22} {impl:<5} {json.dumps(summary)}", flush=True)
+
+    def guarded(self, name: str, fn: Callable[[], None], needs: float) -> None:
+        """Run one measure unless the budget is spent; a failure is recorded, not raised."""
+        if self.left() < needs:
+            self.skipped.append(name)
+            print(f"- {name}: skipped, {self.left():.0f}s of the budget left (needs ~{needs:.0f}s)",
+                  flush=True)
+            return
+        print(f"- {name}", flush=True)
+        started = time.monotonic()
+        try:
+            fn()
+        except (KeyboardInterrupt, SystemExit):
+            raise
+        except Exception as exc:
+            LOG.exception("%s failed", name)
+            for impl in self.impls:
+                self.results.setdefault(name, {}).setdefault(impl, {"error": f"{type(exc).__name__}: {exc}"})
+        finally:
+            self.phase_seconds[name] = round(time.monotonic() - started, 1)
+
+    # -- Kafka -------------------------------------------------------------------
+    def kafka_send(self) -> None:
+        s = self.sizes
+        rounds: dict[str, list[dict]] = {impl: [] for impl in self.impls}
+        for n in range(s.rounds):
+            for impl in self.impls:   # interleaved: a change of machine load hits all alike
+                base = f"{self.prefix}-send-{impl}-{n}"
+                brokers.create_topics(self.bootstrap, [f"{base}.info"], 1)
+                result = run_worker("bench.kafka_send:run", dict(
+                    impl=impl, bootstrap=self.bootstrap, topic_base=base, count=s.send_count,
+                    warmup=s.send_warmup, context=self.args.context, max_seconds=s.send_max_seconds),
+                    timeout=s.send_max_seconds + 90, name=f"kafka_send/{impl}")
+                if "error" not in result:
+                    on_broker = brokers.end_offsets(self.bootstrap, f"{base}.info")
+                    result["on_broker"] = on_broker
+                    if on_broker < result["expected_on_broker"]:
+                        result["error"] = (f"only {on_broker} of {result['expected_on_broker']} "
+                                           "messages reached the broker")
+                rounds[impl].append(result)
+                self.progress("kafka_send", impl, result, n)
+        for impl, results in rounds.items():
+            self.record("kafka_send", impl, median_result(results, "rate"))
+
+    def _prefill(self, topic: str, count: int) -> None:
+        from confluent_kafka import Producer
+
+        from bench.payload import context_dict, encode_envelope, make_context, make_payload
+
+        ctxt = make_context(self.args.context)
+        value = encode_envelope(make_payload(ctxt), context_dict(ctxt))
+        producer = Producer({"bootstrap.servers": self.bootstrap, "linger.ms": 5})
+        for _ in range(count):
+            while True:
+                try:
+                    producer.produce(topic, value)
+                    break
+                except BufferError:
+                    producer.poll(0.01)
+        if producer.flush(60):
+            raise RuntimeError(f"pre-fill of {topic} did not complete")
+
+    def kafka_listen(self) -> None:
+        s = self.sizes
+        for partitions in (1, 6):
+            key = f"kafka_listen_p{partitions}"
+            base = f"{self.prefix}-listen-p{partitions}"
+            topic = f"{base}.info"
+            brokers.create_topics(self.bootstrap, [topic], partitions)
+            self._prefill(topic, s.listen_count)
+            rounds: dict[str, list[dict]] = {impl: [] for impl in self.impls}
+            for n in range(s.rounds):
+                for impl in self.impls:
+                    group = f"{self.prefix}-pool-{impl}-p{partitions}-{n}"
+                    brokers.commit_start_offsets(self.bootstrap, group, topic)
+                    result = run_worker("bench.kafka_listen:run", dict(
+                        impl=impl, bootstrap=self.bootstrap, topic_base=base, group=group,
+                        expected=s.listen_count, max_seconds=s.listen_max_seconds,
+                        idle_seconds=s.listen_idle_seconds),
+                        timeout=s.listen_max_seconds + 90, name=f"{key}/{impl}")
+                    rounds[impl].append(result)
+                    self.progress(key, impl, result, n)
+            for impl, results in rounds.items():
+                self.record(key, impl, median_result(results, "rate"))
+
+    def kafka_e2e(self) -> None:
+        s = self.sizes
+        for impl in self.impls:
+            base = f"{self.prefix}-e2e-{impl}"
+            brokers.create_topics(self.bootstrap, [f"{base}.info"], 1)
+            limit = s.e2e_seconds + 90
+            listener = Worker("bench.kafka_latency:listen", dict(
+                impl=impl, bootstrap=self.bootstrap, topic_base=base,
+                group=f"{self.prefix}-e2e-pool-{impl}", max_seconds=limit), name=f"e2e-listen/{impl}")
+            # started together: the sender only sends warm-up messages until told "go",
+            # which happens once the listener has received one of them
+            sender = Worker("bench.kafka_latency:send", dict(
+                impl=impl, bootstrap=self.bootstrap, topic_base=base, rate=s.e2e_rate,
+                seconds=s.e2e_seconds, context=self.args.context), name=f"e2e-send/{impl}")
+            try:
+                listener.wait_signal("ready", 90)
+                sender.wait_signal("warming", 60)
+                listener.wait_signal("warm", 60)
+                sender.send("go")
+                sent = sender.result(s.e2e_seconds + 60)
+                result = listener.result(60)
+                if "error" in sent:
+                    result = {"error": f"sender: {sent['error']}"}
+                else:
+                    result["sender"] = sent
+                    if result.get("received", 0) < sent["sent"]:
+                        result.setdefault("note", f"received {result.get('received', 0)} of {sent['sent']}")
+            except WorkerError as exc:
+                result = {"error": str(exc).splitlines()[0], "detail": str(exc)}
+            finally:
+                listener.kill()
+                sender.kill()
+            self.record("kafka_e2e", impl, result)
+
+    # -- RabbitMQ ----------------------------------------------------------------
+    def _rabbit(self, vhost: brokers.RabbitVhost) -> dict:
+        return {"host": vhost.host, "port": vhost.port, "vhost": vhost.name, "user": vhost.user,
+                "password": vhost.password}
+
+    def rpc(self, vhost: brokers.RabbitVhost) -> None:
+        s = self.sizes
+        for impl in self.impls:
+            topic = f"{self.prefix}-rpc-{impl}"
+            vhost.remember_queue(f"{topic}.raw")
+            vhost.remember_queue(topic)
+            vhost.remember_queue(f"{topic}.bench-server")
+            server = Worker("bench.rabbit_rpc:serve", dict(
+                impl=impl, url=vhost.url(), rabbit=self._rabbit(vhost), topic=topic,
+                server="bench-server"), name=f"rpc-server/{impl}")
+            try:
+                server.wait_signal("ready", 60)
+                out = run_worker("bench.rabbit_rpc:client", dict(
+                    impl=impl, url=vhost.url(), rabbit=self._rabbit(vhost), topic=topic,
+                    warmup=s.rpc_warmup, seq_calls=s.rpc_seq_calls, seq_seconds=s.rpc_seq_seconds,
+                    threads=s.rpc_threads, thread_seconds=s.rpc_thread_seconds, casts=s.rpc_casts),
+                    timeout=s.rpc_seq_seconds + s.rpc_thread_seconds + 180, name=f"rpc-client/{impl}")
+                server.send("stop")
+                server.result(30)
+            except WorkerError as exc:
+                out = {"error": str(exc).splitlines()[0], "detail": str(exc)}
+            finally:
+                server.kill()
+            for key in ("rpc_call_seq", "rpc_call_threads", "rpc_cast"):
+                self.record(key, impl, out.get(key, {"error": out.get("error", "no result")}))
+
+    def rabbit_notify(self, vhost: brokers.RabbitVhost) -> None:
+        s = self.sizes
+        for impl in self.impls:
+            base = f"{self.prefix}-rnotify-{impl}"
+            vhost.remember_queue(f"{base}.info")
+            out = run_worker("bench.rabbit_notify:run", dict(
+                impl=impl, url=vhost.url(), rabbit=self._rabbit(vhost), topic_base=base,
+                count=s.rabbit_notify_count, warmup=s.rabbit_notify_warmup,
+                context=self.args.context), timeout=180, name=f"rabbit_notify/{impl}")
+            for key in ("rabbit_notify_send", "rabbit_notify_recv"):
+                self.record(key, impl, out.get(key, {"error": out.get("error", "no result")}))
+
+    # -- the whole run -------------------------------------------------------------
+    def execute(self) -> dict:
+        meta: dict[str, Any] = {
+            "run_id": self.run_id, "started": datetime.datetime.now().isoformat(timespec="seconds"),
+            "quick": self.args.quick, "budget_s": self.budget, "impls": self.impls,
+            "measures": sorted(self.measures), "context": self.args.context,
+            "ours_kafka_query": self.args.ours_kafka_query, "nice": self.args.nice,
+            "sizes": vars(self.sizes), "versions": _versions(), "cpus": os.cpu_count(),
+            "load_before": os.getloadavg(),
+        }
+        print(f"bench run {self.run_id}: {', '.join(sorted(self.measures))} for "
+              f"{', '.join(self.impls)} (budget {self.budget:.0f}s)", flush=True)
+        try:
+            if self.measures & set(KAFKA_MEASURES):
+                with brokers.kafka_broker(self.args.kafka_bootstrap) as (bootstrap, described):
+                    self.bootstrap = bootstrap
+                    meta["kafka"] = described
+                    print(f"kafka: {described}", flush=True)
+                    try:
+                        s = self.sizes
+                        if "kafka_send" in self.measures:
+                            self.guarded("kafka_send", self.kafka_send, 10)
+                        if "kafka_listen" in self.measures:
+                            self.guarded("kafka_listen", self.kafka_listen, 20)
+                        if "kafka_e2e" in self.measures:
+                            self.guarded("kafka_e2e", self.kafka_e2e, s.e2e_seconds * 3 + 10)
+                    finally:
+                        procs.kill_all()
+                        deleted = brokers.delete_topics(bootstrap, self.prefix)
+                        meta["kafka_topics_deleted"] = len(deleted)
+            if self.measures & set(RABBIT_MEASURES):
+                with brokers.RabbitVhost(self.run_id, self.args.rabbit_host, self.args.rabbit_port,
+                                         self.args.rabbit_user, self.args.rabbit_password) as vhost:
+                    meta["rabbit"] = f"{vhost.host}:{vhost.port} vhost {vhost.name!r}"
+                    print(f"rabbit: {meta['rabbit']}", flush=True)
+                    try:
+                        if "rpc" in self.measures:
+                            self.guarded("rpc", lambda: self.rpc(vhost), 15)
+                        if "rabbit_notify" in self.measures:
+                            self.guarded("rabbit_notify", lambda: self.rabbit_notify(vhost), 10)
+                    finally:
+                        procs.kill_all()
+        finally:
+            procs.kill_all()
+        meta["duration_s"] = round(time.monotonic() - self.started, 1)
+        meta["load_after"] = os.getloadavg()
+        meta["skipped"] = self.skipped
+        meta["phase_seconds"] = self.phase_seconds
+        return meta
+
+
+def _raise_on_term(signum: int, _frame: Any) -> None:
+    raise SystemExit(128 + signum)
+
+
+def main(argv: list[str] | None = None, args: argparse.Namespace | None = None) -> int:
+    if args is None:
+        args = build_parser().parse_args(argv)
+    logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    if args.nice:
+        try:  # inherited by the broker and the workers started from here
+            os.setpriority(os.PRIO_PROCESS, 0, args.nice)
+        except OSError as exc:
+            raise SystemExit(f"--nice {args.nice}: {exc}") from None
+    previous = signal.signal(signal.SIGTERM, _raise_on_term)
+    try:
+        run = Run(args)
+        meta = run.execute()
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+    rows = report.evaluate(run.results)
+    print()
+    print(report.format_table(rows))
+    if args.markdown:
+        print()
+        print(report.format_markdown(rows))
+    path = args.json_path or os.path.join(
+        RESULTS_DIR, datetime.datetime.now().strftime("%Y%m%d-%H%M%S") + ".json")
+    report.write_json(path, report.build_document(meta, run.results, rows))
+    counts = report.summary_counts(rows)
+    print(f"\ntargets: {counts['PASS']} PASS, {counts['FAIL']} FAIL, {counts['N/A']} not measured; "
+          f"{meta['duration_s']}s; results in {path}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,198 @@
+"""The benchmark harness without brokers: statistics, targets, the table, JSON, workers."""
+import json
+import os
+import sys
+
+import pytest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+if ROOT not in sys.path:
+    sys.path.insert(0, ROOT)
+
+from bench import payload, report, run, stats  # noqa: E402
+from bench.procs import Worker, WorkerError, run_worker  # noqa: E402
+
+
+# -- stats -----------------------------------------------------------------------
+
+def test_percentile_interpolates_like_numpy_linear():
+    samples = [10, 1, 4, 3, 2]   # sorted: 1 2 3 4 10
+    assert stats.percentile(samples, 0) == 1
+    assert stats.percentile(samples, 50) == 3
+    assert stats.percentile(samples, 100) == 10
+    assert stats.percentile(samples, 90) == pytest.approx(4 + 0.6 * 6)
+    assert stats.percentile([7.5], 99) == 7.5
+
+
+@pytest.mark.parametrize("bad", [[], None])
+def test_percentile_of_nothing_is_an_error(bad):
+    with pytest.raises(ValueError):
+        stats.percentile(bad or [], 50)
+
+
+def test_percentile_out_of_range():
+    with pytest.raises(ValueError):
+        stats.percentile([1, 2], 101)
+
+
+def test_summarize_latencies_reports_milliseconds():
+    out = stats.summarize_latencies([0.001] * 98 + [0.010, 0.020])
+    assert out["count"] == 100
+    assert out["p50_ms"] == pytest.approx(1.0)
+    assert out["max_ms"] == pytest.approx(20.0)
+    assert out["min_ms"] == pytest.approx(1.0)
+    assert out["p99_ms"] == pytest.approx(10.0 + 0.01 * 10)
+    assert stats.summarize_latencies([]) == {"count": 0}
+
+
+def test_rate_and_ratio_edges():
+    assert stats.rate(100, 2.0) == 50.0
+    assert stats.rate(0, 1.0) == 0.0 and stats.rate(5, 0) == 0.0
+    assert stats.ratio(10, 4) == 2.5
+    assert stats.ratio(None, 4) is None and stats.ratio(3, 0) is None
+
+
+# -- targets and rows ------------------------------------------------------------
+
+def test_targets_check_each_kind():
+    assert report.Target("vs_oslo_min", 10).check(100, 9, None) is True
+    assert report.Target("vs_oslo_min", 10).check(100, 11, None) is False
+    assert report.Target("vs_raw_min", 0.5).check(50, None, 100) is True
+    assert report.Target("vs_raw_min", 0.5).check(49, None, 100) is False
+    assert report.Target("vs_oslo_max", 0.5).check(1.0, 2.0, None) is True
+    assert report.Target("vs_oslo_max", 0.5).check(1.1, 2.0, None) is False
+    assert report.Target("abs_max", 10).check(9.9, None, None) is True
+    assert report.Target("abs_max", 10).check(10.1, None, None) is False
+    assert report.Target("vs_oslo_min", 10).check(100, None, None) is None
+
+
+def _results():
+    return {
+        "kafka_send": {"ours": {"rate": 120_000.0, "cpu_us_per_msg": 8.0}, "oslo": {"rate": 10_000.0},
+                       "raw": {"rate": 200_000.0}},
+        "kafka_listen_p1": {"ours": {"rate": 50_000.0}, "oslo": {"rate": 10_000.0},
+                            "raw": {"rate": 300_000.0}},
+        "kafka_e2e": {"ours": {"p50_ms": 1.0, "p99_ms": 12.0}, "oslo": {"error": "boom"},
+                      "raw": {"p50_ms": 0.5, "p99_ms": 3.0, "note": "fine"}},
+        "rpc_call_seq": {"ours": {"p50_ms": 1.0, "p99_ms": 2.0}, "oslo": {"p50_ms": 3.0, "p99_ms": 9.0}},
+    }
+
+
+def test_evaluate_gives_ratios_and_verdicts():
+    rows = {(r.measure, r.label): r for r in report.evaluate(_results())}
+    send = rows[("kafka_send", "Kafka notify send (delivered)")]
+    assert send.vs_oslo == pytest.approx(12.0) and send.vs_raw == pytest.approx(0.6)
+    assert send.verdict == "PASS"
+    listen = rows[("kafka_listen_p1", "Kafka listener dispatch, 1 partition")]
+    assert listen.verdict == "FAIL"            # 5x oslo, 0.17 raw
+    p99 = rows[("kafka_e2e", "Kafka e2e latency p99 @500/s")]
+    assert p99.verdict == "FAIL" and p99.values["oslo"] is None
+    p50 = rows[("kafka_e2e", "Kafka e2e latency p50 @500/s")]
+    assert p50.verdict == "-"
+    # a result's notes go with the first row of its measure only
+    assert any("oslo: boom" in n for n in p50.notes) and any("raw: fine" in n for n in p50.notes)
+    assert p99.notes == []
+    call = rows[("rpc_call_seq", "RPC call latency p50 (sequential)")]
+    assert call.verdict == "PASS" and call.vs_raw is None
+    # measures without results are not shown
+    assert not any(r.measure == "kafka_listen_p6" for r in rows.values())
+
+
+def test_missing_number_is_not_judged():
+    rows = report.evaluate({"kafka_send": {"ours": {"rate": 5.0}, "oslo": {"error": "x"},
+                                           "raw": {"rate": 10.0}}})
+    assert rows[0].verdict == "N/A"
+    assert report.summary_counts(rows) == {"PASS": 0, "FAIL": 0, "N/A": 1}
+
+
+def test_table_and_markdown_show_every_row():
+    rows = report.evaluate(_results())
+    table = report.format_table(rows)
+    lines = table.splitlines()
+    assert lines[0].split()[:5] == ["measure", "unit", "ours", "oslo", "raw"]
+    assert "120,000" in table and "12.0x" in table and "0.60x" in table
+    assert table.count("PASS") == 2 and table.count("FAIL") == 2
+    assert "CPU time per notification sent" in table
+    assert "notes:" in table and "oslo: boom" in table
+    md = report.format_markdown(rows)
+    assert md.count("\n") == len(rows) + 1 and md.startswith("| measure |")
+
+
+def test_json_document_round_trips(tmp_path):
+    rows = report.evaluate(_results())
+    doc = report.build_document({"run_id": "x"}, _results(), rows)
+    path = report.write_json(str(tmp_path / "deep" / "out.json"), doc)
+    loaded = json.loads(open(path).read())
+    assert loaded["meta"] == {"run_id": "x"}
+    assert loaded["summary"] == {"PASS": 2, "FAIL": 2, "N/A": 0}
+    assert loaded["results"]["kafka_send"]["ours"]["rate"] == 120_000.0
+    assert {r["verdict"] for r in loaded["rows"]} == {"PASS", "FAIL", "-"}
+    assert not os.path.exists(path + ".tmp")
+
+
+# -- options ---------------------------------------------------------------------
+
+def test_only_selects_groups_and_names():
+    assert run._selected("kafka") == set(run.KAFKA_MEASURES)
+    assert run._selected("rabbit,kafka_e2e") == set(run.RABBIT_MEASURES) | {"kafka_e2e"}
+    with pytest.raises(SystemExit, match="unknown measure"):
+        run._selected("kafka,nope")
+
+
+def test_quick_sizes_are_smaller_and_overrides_apply():
+    full, quick = run.Sizes(), run.Sizes.quick()
+    assert quick.send_count < full.send_count and quick.e2e_seconds < full.e2e_seconds
+    args = run.build_parser().parse_args(["--quick", "--send-count", "123", "--impls", "ours,raw"])
+    r = run.Run(args)
+    assert r.sizes.send_count == 123 and r.impls == ["ours", "raw"] and r.budget == 90.0
+    with pytest.raises(SystemExit):
+        run.Run(run.build_parser().parse_args(["--impls", "ours,kombu"]))
+
+
+# -- payload ---------------------------------------------------------------------
+
+def test_envelope_is_oslo_readable_and_about_1300_bytes():
+    from oslo_messaging._drivers import impl_kafka
+
+    ctxt = payload.make_context("request")
+    body = payload.make_payload(ctxt)
+    raw = payload.encode_envelope(body, payload.context_dict(ctxt))
+    assert 1250 <= len(raw) <= 1350
+    got_ctxt, msg = impl_kafka.unpack_message(raw)
+    assert got_ctxt == payload.context_dict(ctxt) and got_ctxt["auth_token"] is None
+    assert msg["payload"] == body and msg["event_type"] == payload.EVENT_TYPE
+
+
+def test_stamped_copies():
+    body = payload.make_payload(None)
+    stamped = payload.stamped(body)
+    assert stamped["sent_at"] > 0 and body["sent_at"] == 0.0
+
+
+# -- workers ---------------------------------------------------------------------
+
+def test_worker_returns_the_function_result():
+    assert run_worker("bench.stats:rate", {"count": 10, "seconds": 2.0}, timeout=60) == 5.0
+
+
+def test_worker_error_is_reported_not_raised():
+    out = run_worker("bench.stats:percentile", {"samples": [], "pct": 50}, timeout=60)
+    assert out["error"].startswith("ValueError")
+
+
+def test_worker_that_dies_is_an_error():
+    worker = Worker("bench.worker:wait_command", {"expected": "never"})
+    worker.kill()
+    with pytest.raises(WorkerError):
+        worker.wait_signal("ready", 5)
+
+
+def test_median_result_keeps_a_real_round_and_all_values():
+    rounds = [{"rate": 3.0, "n": "a"}, {"error": "boom"}, {"rate": 1.0, "n": "b"}, {"rate": 2.0, "n": "c"}]
+    out = run.median_result(rounds, "rate")
+    assert out["n"] == "c" and out["rate"] == 2.0
+    assert out["rounds"] == [3.0, None, 1.0, 2.0]
+    assert "1 of 4 rounds failed: boom" in out["note"]
+    assert run.median_result([{"rate": 5.0}, {"rate": 7.0}], "rate")["rate"] == 5.0
+    assert run.median_result([{"error": "x"}], "rate") == {"error": "x"}
+    assert run.median_result([], "rate") == {"error": "no result"}
