@@ -37,6 +37,8 @@ _PERMANENT = frozenset(getattr(KafkaError, name) for name in (
 
 #: How long one wait for room in a full queue lasts before trying again.
 _QUEUE_POLL_INTERVAL = 0.05
+#: How long the delivery-report thread waits for events in one poll.
+_REPORT_POLL_INTERVAL = 0.1
 
 
 class _Resend:
@@ -90,6 +92,8 @@ class NotificationProducer:
         self.delivered = Counter()
         self.failed = Counter()
         self.failures = RateLimitedLog(LOG)
+        self._reporter: threading.Thread | None = None
+        self._reporter_stop = threading.Event()
 
     def __repr__(self) -> str:
         return f"<NotificationProducer {self._url_for_logs}>"
@@ -114,11 +118,41 @@ class NotificationProducer:
                 except (KafkaException, ValueError, TypeError) as exc:
                     raise MessageDeliveryFailure(
                         f"Cannot create a Kafka producer for {self._url_for_logs}: {exc}") from exc
+                self._start_reporter(self._producer)
             return self._producer
+
+    def _start_reporter(self, producer: confluent_kafka.Producer) -> None:
+        """Serve delivery reports in the background.
+
+        A failure is then logged and counted when it happens, even if the
+        service sends nothing more for a while, and ``send()`` does not pay
+        for a poll on every message.
+        """
+        self._stop_reporter()
+        stop = self._reporter_stop = threading.Event()
+
+        def serve() -> None:
+            while not stop.is_set():
+                try:
+                    producer.poll(_REPORT_POLL_INTERVAL)
+                except RuntimeError:  # closed under us
+                    return
+                except Exception:  # a callback raised: keep serving the others
+                    LOG.exception("Delivery report handling failed")
+
+        self._reporter = threading.Thread(target=serve, name="notify-kafka-delivery-reports", daemon=True)
+        self._reporter.start()
+
+    def _stop_reporter(self) -> None:
+        thread, self._reporter = self._reporter, None
+        self._reporter_stop.set()
+        if thread is not None and thread is not threading.current_thread():
+            thread.join()
 
     def _replace_after_fatal(self) -> None:
         old, err = self._producer, self._fatal
         self._producer, self._fatal = None, None
+        self._stop_reporter()
         LOG.error("Kafka producer hit a fatal error (%s); replacing it", err.str() if err else "?")
         if old is not None:
             self._drain(old, 0)
@@ -137,6 +171,7 @@ class NotificationProducer:
         self.closing = True
         with self._lock:
             producer, self._producer = self._producer, None
+            self._stop_reporter()
         if producer is not None:
             self._drain(producer, self._flush_timeout)
         self.failures.summarize()
@@ -177,7 +212,6 @@ class NotificationProducer:
         except (TypeError, ValueError) as exc:
             self.failed.incr()
             raise MessageDeliveryFailure(f"Invalid notification for Kafka topic {topic}: {exc}") from None
-        producer.poll(0)
 
     def _produce_when_room(self, producer: confluent_kafka.Producer, topic: str, value: bytes,
                            key: Any, retry: int | None) -> None:
