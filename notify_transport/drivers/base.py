@@ -27,7 +27,7 @@ class IncomingMessage:
     """
 
     __slots__ = ("ctxt", "message", "topic", "partition", "offset", "key",
-                 "timestamp", "headers", "raw", "_on_ack", "_on_requeue", "_settled")
+                 "timestamp", "headers", "raw", "_on_ack", "_on_requeue", "_settled", "error")
 
     def __init__(self, ctxt: dict, message: dict, *, topic: str | None = None,
                  partition: int | None = None, offset: int | None = None,
@@ -47,6 +47,10 @@ class IncomingMessage:
         self._on_ack = on_ack
         self._on_requeue = on_requeue
         self._settled = False
+        #: The exception an endpoint raised on this message, if one did (set by the
+        #: dispatcher; read with ``getattr(message, "error", None)``). Drivers use it
+        #: to tell a failure from a requested requeue (dead-letter headers, hooks).
+        self.error: BaseException | None = None
 
     @property
     def coordinates(self) -> str:
@@ -103,6 +107,27 @@ class Listener(abc.ABC):
 
     def cleanup(self) -> None:
         """Release connections. Called once, after :meth:`stop`."""
+
+    # -- processing done by the driver (optional) --------------------------------
+    #: True when the driver runs each dispatch itself (worker threads, lifecycle
+    #: hooks): the API layer then hands every message to :meth:`submit`.
+    runs_processing = False
+
+    def submit(self, message: IncomingMessage, work: Callable[[IncomingMessage], Any]) -> None:
+        """Run ``work(message)`` (dispatch, then acknowledge or requeue); here, inline."""
+        work(message)
+
+    def drain(self, timeout: float | None = None) -> bool:
+        """Wait until work given to :meth:`submit` finished; False if ``timeout`` ran out."""
+        return True
+
+    def abort(self) -> None:
+        """Abrupt stop: stop receiving and drop work not started (it is not acknowledged)."""
+        self.stop()
+
+    def metrics(self) -> dict[str, Any]:
+        """The driver's own counters for this listener (none by default)."""
+        return {}
 
 
 class BaseDriver(abc.ABC):

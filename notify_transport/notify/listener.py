@@ -25,6 +25,12 @@ LOG = logging.getLogger(__name__)
 #: How long one driver poll may block; stop() also wakes it.
 POLL_INTERVAL = 1.0
 _MAX_BACKOFF = 5.0
+#: Most messages one poll may return to a (non-batch) listener, which then
+#: dispatches them one by one. Taking what the driver already has in one call
+#: (Kafka: up to max_poll_records, committed together as oslo.messaging does)
+#: instead of one message per poll saves a poll, and in Kafka's default mode a
+#: synchronous commit, per message; drivers return as soon as they have one.
+DISPATCH_POLL_SIZE = 500
 
 
 class NotificationServer:
@@ -56,6 +62,12 @@ class NotificationServer:
         self._thread: threading.Thread | None = None
         self._stopping = threading.Event()
         self._lock = threading.Lock()
+        #: set by an abrupt stop: the dispatch loop drops what it has not started
+        self._aborting = False
+        #: stats are bumped from the driver's worker threads when it runs processing
+        self._stats_lock = threading.Lock()
+        #: the driver listener of the last run, for metrics() after it stopped
+        self._last_listener: Listener | None = None
 
     def __repr__(self) -> str:
         topics = ",".join(t.topic or "" for t in self.targets)
@@ -82,23 +94,117 @@ class NotificationServer:
                 raise
             except Exception as exc:
                 raise ServerListenError(self.targets, exc) from exc
+            if (self.dispatcher.batch and listener.runs_processing
+                    and int(self.driver_options.get("workers") or 1) > 1):
+                listener.cleanup()
+                raise ConfigurationError("workers > 1 needs a listener that dispatches one "
+                                         "notification at a time, not a batch listener")
             try:
                 listener.start()
             except Exception as exc:
                 listener.stop()
                 listener.cleanup()
                 raise ServerListenError(self.targets, exc) from exc
-            self._listener = listener
+            self._listener = self._last_listener = listener
             self._stopping.clear()
+            self._aborting = False
             self._thread = threading.Thread(target=self._run, name=f"notify-listener-{self.pool or 'default'}",
                                             daemon=True)
             self._thread.start()
 
-    def stop(self) -> None:
-        """Stop receiving; messages already received are still dispatched."""
+    def stop(self, graceful: bool = True, timeout: float | None = None) -> bool:
+        """Stop receiving.
+
+        ``stop()``, as in oslo.messaging, returns at once: messages already
+        received are still dispatched, and :meth:`wait` releases the connection.
+
+        With ``timeout`` the whole shutdown happens here, bounded by it:
+
+        * ``graceful=True``: stop reading, let the work in flight finish,
+          commit, close. Work still running at the deadline is abandoned as
+          in an abrupt stop.
+        * ``graceful=False`` (abrupt): stop reading and drop every message not
+          yet dispatched; an endpoint call already running cannot be
+          interrupted but its result no longer counts. What did not finish is
+          not committed, so drivers that track completion (Kafka's
+          at_least_once mode) deliver it again later.
+
+        Returns True when the shutdown finished in time (for a graceful stop:
+        everything received was processed), False otherwise.
+        """
         self._stopping.set()
-        if self._listener is not None:
-            self._listener.stop()
+        listener = self._listener
+        if listener is not None:
+            listener.stop()
+            if not graceful:
+                self._abort(listener)
+        if timeout is None:
+            return True
+        return self._finish(graceful, time.monotonic() + max(0.0, timeout))
+
+    def _abort(self, listener: Listener) -> None:
+        self._aborting = True
+        try:
+            listener.abort()
+        except Exception:
+            LOG.exception("%r: abort failed", self)
+
+    def _finish(self, graceful: bool, deadline: float) -> bool:
+        """The bounded part of :meth:`stop`: end the dispatch thread, drain, close."""
+        finished = True
+        thread, listener = self._thread, self._listener
+        if thread is not None:
+            thread.join(max(0.0, deadline - time.monotonic()))
+            if thread.is_alive():
+                finished = False
+        if listener is not None and not self._aborting:
+            if not finished or not listener.drain(max(0.0, deadline - time.monotonic())):
+                LOG.warning("%r: work still in flight at the stop deadline; abandoning it", self)
+                finished = False
+                self._abort(listener)
+        closer = threading.Thread(target=self._close_listener, daemon=True,
+                                  name=f"notify-listener-close-{self.pool or 'default'}")
+        closer.start()
+        # closing commits and leaves the group: a little time even when the deadline passed
+        closer.join(max(1.0, deadline - time.monotonic()))
+        if closer.is_alive():
+            LOG.warning("%r: closing the listener is taking longer than the stop timeout; "
+                        "it goes on in the background", self)
+            return False
+        return finished
+
+    def _close_listener(self) -> None:
+        with self._lock:
+            listener = self._listener
+            if listener is None:
+                return
+            try:
+                listener.cleanup()
+            except Exception:
+                LOG.exception("%r: closing the listener failed", self)
+            finally:
+                self._listener = None
+                thread = self._thread
+                if thread is None or not thread.is_alive():
+                    self._thread = None
+
+    def metrics(self) -> dict[str, Any]:
+        """Counters of this listener: :attr:`stats` plus the driver's own.
+
+        The Kafka driver adds ``undecodable``, ``retried``, ``dead_lettered``,
+        ``copy_failures``, ``stale``, ``cancelled``, ``commits``,
+        ``commit_failures``, ``in_flight``, ``held_for_retry``, ``assignment``
+        and, per ``(topic, partition)``, ``committed`` offsets and ``lag``.
+        """
+        with self._stats_lock:
+            out: dict[str, Any] = self.stats.as_dict()
+        listener = self._listener or self._last_listener
+        if listener is not None:
+            try:
+                out.update(listener.metrics())
+            except Exception:
+                LOG.exception("%r: reading the driver's metrics failed", self)
+        return out
 
     def wait(self, timeout: float | None = None) -> bool:
         """Wait for the dispatch thread to end, then release the connection.
@@ -127,6 +233,8 @@ class NotificationServer:
     def _run(self) -> None:
         listener = self._listener
         assert listener is not None
+        # the driver runs each dispatch itself (workers, hooks): hand messages to it
+        submit = listener.submit if listener.runs_processing and not self.dispatcher.batch else None
         backoff = 0.1
         while not self._stopping.is_set():
             try:
@@ -141,15 +249,19 @@ class NotificationServer:
                 self.stats.received += len(batch)
                 if self.dispatcher.batch:
                     self._process_batch(batch)
+                elif submit is not None:
+                    self._submit_each(batch, submit)
                 else:
-                    for message in batch:
-                        self._process_one(message)
+                    self._process_each(batch)
         try:
             listener.commit()
         except Exception:
             LOG.exception("%r: final commit failed", self)
 
     def _next_batch(self, listener: Listener) -> list[IncomingMessage]:
+        if not self.dispatcher.batch:
+            # dispatched one at a time: take whatever is there, never wait for more
+            return listener.poll(timeout=POLL_INTERVAL, max_messages=DISPATCH_POLL_SIZE)
         size = self.batch_size
         batch = listener.poll(timeout=POLL_INTERVAL, max_messages=size)
         if not batch or size == 1 or len(batch) >= size:
@@ -185,6 +297,63 @@ class NotificationServer:
             LOG.exception("%r: dispatch of %s failed", self, message.coordinates)
             result = NotificationResult.REQUEUE
         self._settle(message, result)
+
+    def _process_each(self, batch: list[IncomingMessage]) -> None:
+        """:meth:`_process_one` for each message, with the common case (handled) inlined."""
+        dispatch = self.dispatcher.dispatch
+        stats = self.stats
+        handled = NotificationResult.HANDLED
+        for message in batch:
+            if self._aborting:
+                break  # abrupt stop: the rest is not dispatched
+            try:
+                result = dispatch(message)
+            except Exception:
+                LOG.exception("%r: dispatch of %s failed", self, message.coordinates)
+                result = NotificationResult.REQUEUE
+            if result is handled:
+                stats.dispatched += 1
+                try:
+                    message.acknowledge()
+                except Exception:
+                    LOG.exception("%r: could not settle %s", self, message.coordinates)
+            else:
+                self._settle(message, result)
+
+    def _submit_each(self, batch: list[IncomingMessage], submit: Any) -> None:
+        """Hand each message to the driver, which runs :meth:`_work` (maybe on a worker)."""
+        work = self._work
+        for message in batch:
+            if self._aborting:
+                break
+            submit(message, work)
+
+    def _work(self, message: IncomingMessage) -> Any:
+        """Dispatch and settle one message; safe to run on several threads at once."""
+        try:
+            result = self.dispatcher.dispatch(message)
+        except Exception:
+            LOG.exception("%r: dispatch of %s failed", self, message.coordinates)
+            result = NotificationResult.REQUEUE
+        requeue = result == NotificationResult.REQUEUE
+        with self._stats_lock:
+            if requeue and self.allow_requeue:
+                self.stats.requeued += 1
+            elif requeue:
+                self.stats.failed += 1
+            else:
+                self.stats.dispatched += 1
+        try:
+            if requeue and self.allow_requeue:
+                message.requeue()
+            else:
+                if requeue:
+                    LOG.warning("%r: endpoint asked to requeue %s but allow_requeue is off; "
+                                "acknowledging it", self, message.coordinates)
+                message.acknowledge()
+        except Exception:
+            LOG.exception("%r: could not settle %s", self, message.coordinates)
+        return result
 
     def _process_batch(self, batch: list[IncomingMessage]) -> None:
         assert isinstance(self.dispatcher, BatchNotificationDispatcher)

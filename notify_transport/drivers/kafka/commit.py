@@ -12,6 +12,12 @@ touching the loop:
 * ``on_ack`` / ``on_requeue`` (callables or None) attached to each message;
 * ``on_revoke(partitions, lost)`` before partitions go to another listener;
 * ``commit()`` when the API asks; ``on_close()`` before the consumer closes.
+
+Policies that track each record (at-least-once) set ``take``: called with
+every record instead of ``on_polled``, it returns the per-partition object
+whose ``on_ack``/``on_requeue`` the record's message gets. ``tick()`` (when
+not None) runs at every turn of the polling loop; ``on_commit_result`` (when
+not None) becomes the consumer's ``on_commit`` callback.
 """
 from __future__ import annotations
 
@@ -44,10 +50,18 @@ class CommitPolicy:
     #: Attached to every IncomingMessage; None means "nothing to do" (and costs nothing).
     on_ack: Callable[[IncomingMessage], None] | None = None
     on_requeue: Callable[[IncomingMessage], None] | None = None
+    #: Per-record tracking (see the module docstring); None: on_polled() is used.
+    take: Callable[[Message], Any] | None = None
+    #: Called at every turn of the polling loop when not None.
+    tick: Callable[[], None] | None = None
+    #: The consumer's on_commit callback when not None (results of asynchronous commits).
+    on_commit_result: Callable[[Any, list[TopicPartition]], None] | None = None
 
     def __init__(self) -> None:
         self.consumer: Consumer | None = None
         self.name = "listener"
+        #: ``(topic, partition) -> next offset`` of the commits this policy made and saw succeed
+        self.committed: dict[tuple[str, int], int] = {}
 
     def attach(self, consumer: Consumer, name: str) -> None:
         """Called once the consumer exists; ``name`` identifies the listener in logs."""
@@ -72,6 +86,14 @@ class CommitPolicy:
     def on_close(self) -> None:
         pass
 
+    def still_owned(self, message: IncomingMessage) -> bool:
+        """Whether processing ``message`` can still count (its partition was not revoked since)."""
+        return True
+
+    def in_flight(self) -> int:
+        """Records handed out whose processing this policy still waits for."""
+        return 0
+
 
 class CommitBeforeDispatch(CommitPolicy):
     """oslo.messaging's semantics: a polled batch is committed synchronously before it is returned.
@@ -83,16 +105,26 @@ class CommitBeforeDispatch(CommitPolicy):
     #: Attempts of the synchronous commit before the batch is handed out uncommitted.
     COMMIT_ATTEMPTS = 3
 
-    def __init__(self) -> None:
+    def __init__(self, requeuer: Any = None, hooks: Any = None) -> None:
         super().__init__()
         self._warned_requeue = False
-        self.on_requeue = self._requeue_unsupported
+        #: a :class:`~.retry.Requeuer` when retry / dead-letter topics are configured
+        self.requeuer = requeuer
+        self._on_commit_hook = getattr(hooks, "on_commit", None)
+        self._hooks = hooks
+        self.on_requeue = self._requeue_unsupported if requeuer is None else self._requeue_to_topic
 
     def on_polled(self, records: list[Message]) -> None:
         offsets = next_offsets(records)
         for attempt in range(1, self.COMMIT_ATTEMPTS + 1):
             try:
                 self.consumer.commit(offsets=offsets, asynchronous=False)  # type: ignore[union-attr]
+                committed = self.committed
+                for tp in offsets:
+                    committed[(tp.topic, tp.partition)] = tp.offset
+                if self._on_commit_hook is not None:
+                    self._hooks.call("on_commit", [(tp.topic, tp.partition, tp.offset)
+                                                   for tp in offsets], None)
                 return
             except KafkaException as exc:
                 err: KafkaError = exc.args[0]
@@ -104,6 +136,15 @@ class CommitBeforeDispatch(CommitPolicy):
                                 self.name, _format(offsets), err.str())
                     return
                 time.sleep(0.05 * attempt)
+
+    def _requeue_to_topic(self, message: IncomingMessage) -> None:
+        """Already committed: the copy in the retry / dead-letter topic is what brings it back."""
+        self.requeuer.requeue(message.record, getattr(message, "error", None),  # type: ignore[attr-defined]
+                              _ignore)
+
+    def on_undecodable(self, record: Message, error: Exception) -> None:
+        if self.requeuer is not None:
+            self.requeuer.dead_letter(record, f"undecodable: {error}", _ignore, logged=True)
 
     def _requeue_unsupported(self, message: IncomingMessage) -> None:
         if not self._warned_requeue:
@@ -129,6 +170,10 @@ class AutoCommit(CommitPolicy):
         except KafkaException as exc:
             if exc.args[0].code() != KafkaError._NO_OFFSET:
                 LOG.warning("%s: commit failed: %s", self.name, exc.args[0].str())
+
+
+def _ignore(confirmed: bool) -> None:
+    """Delivery outcome of a copy whose original was committed before dispatch (failures are logged)."""
 
 
 def default_policy(opts: Any) -> CommitPolicy:

@@ -13,14 +13,20 @@ What it guarantees, whatever the commit policy:
   skipped;
 * transient errors are logged, fatal ones raised.
 
-When offsets are committed is the :mod:`.commit` policy's business.
+When offsets are committed is the :mod:`.commit` policy's business. The
+delivery features sit around the loop: retried records wait in a
+:class:`~.retry.DelayGate` until due, records that cannot be decoded go to the
+dead-letter topic when one is configured, ``submit()`` runs each dispatch
+(inline or on ordered :mod:`.workers`) with the lifecycle :mod:`.hooks`, and
+``drain()``/``abort()`` give graceful and abrupt stops.
 """
 from __future__ import annotations
 
+import functools
 import logging
 import threading
 import time
-from typing import Any
+from typing import Any, Callable
 
 import confluent_kafka
 from confluent_kafka import (OFFSET_BEGINNING, OFFSET_END, KafkaError, KafkaException, Message,
@@ -31,8 +37,14 @@ from notify_transport.drivers.envelope import decode_notification
 from notify_transport.drivers.kafka.admin import TopicAdmin
 from notify_transport.drivers.kafka.commit import CommitPolicy
 from notify_transport.drivers.kafka.config import redact
+from notify_transport.drivers.kafka.counters import DeliveryCounters
+from notify_transport.drivers.kafka.deadletter import SideProducer
 from notify_transport.drivers.kafka.message import KafkaMessage
+from notify_transport.drivers.kafka.positions import committed_and_lag, resolve_offsets
 from notify_transport.drivers.kafka.reporting import RateLimitedLog
+from notify_transport.drivers.kafka.retry import DelayGate
+from notify_transport.drivers.kafka.settings import ListenerSettings
+from notify_transport.drivers.kafka.workers import OrderedWorkers, worker_index
 from notify_transport.exceptions import DecodeError, MessagingException, MessagingTimeout
 
 LOG = logging.getLogger(__name__)
@@ -58,11 +70,23 @@ class KafkaListener(Listener):
     def __init__(self, config: dict[str, Any], topics: list[str], policy: CommitPolicy, *,
                  admin: TopicAdmin | None = None, max_poll_records: int = 500,
                  consumer_timeout: float = 1.0, start_timeout: float = 30.0,
-                 operation_timeout: float = 10.0) -> None:
+                 operation_timeout: float = 10.0, settings: ListenerSettings | None = None,
+                 retry_topics: list[str] | None = None,
+                 dead_letter_topics: list[str] | None = None,
+                 side: SideProducer | None = None,
+                 counters: DeliveryCounters | None = None) -> None:
         super().__init__()
         self.topics = list(topics)
+        #: retry topics, subscribed too; their records wait retry_delay before dispatch
+        self.retry_topics = [t for t in (retry_topics or []) if t not in self.topics]
+        #: dead-letter topics, created at start so that copies never wait for auto-creation
+        self.dead_letter_topics = list(dead_letter_topics or [])
         self.group_id: str = config["group.id"]
         self.policy = policy
+        self.settings = settings or ListenerSettings()
+        self.counters = counters or DeliveryCounters()
+        self._side = side
+        self._hooks = self.settings.hooks
         self.name = f"Kafka listener (group {self.group_id}, topics {','.join(self.topics)})"
         self._config = dict(config)
         self._earliest = str(config.get("auto.offset.reset", "latest")) in ("earliest", "smallest",
@@ -76,13 +100,20 @@ class KafkaListener(Listener):
         self._consumer: confluent_kafka.Consumer | None = None
         self._backlog: list[Message] = []
         self._joined = threading.Event()
-        self._assignment: set[tuple[str, int]] = set()
+        #: replaced, never changed in place: other threads (metrics) read it without a lock
+        self._assignment: frozenset[tuple[str, int]] = frozenset()
         self._lock = threading.Lock()
         self._fatal: KafkaError | None = None
         self._last_error: KafkaError | None = None
         self._errors = RateLimitedLog(LOG)
         #: Records skipped because they could not be decoded.
         self.skipped = 0
+        self._gate: DelayGate | None = None
+        self._workers: OrderedWorkers | None = None
+        self._tick: Callable[[], None] | None = None
+        self._aborted = False
+        #: partitions the start_position was applied to (only the first assignment replays)
+        self._positioned: set[tuple[str, int]] = set()
 
     def __repr__(self) -> str:
         return f"<{self.name}>"
@@ -97,16 +128,23 @@ class KafkaListener(Listener):
         """``(topic, partition)`` pairs this listener owns now."""
         return set(self._assignment)
 
+    @property
+    def runs_processing(self) -> bool:  # type: ignore[override]
+        """Dispatch goes through :meth:`submit` (workers, hooks or at-least-once checks)."""
+        return self.settings.runs_processing
+
     # -- start ------------------------------------------------------------------
     def start(self) -> None:
         """Create missing topics, subscribe, and return once the group gave us our partitions."""
         if self._consumer is not None:
             return
         if self._admin is not None:
-            self._admin.ensure_topics(self.topics)
+            self._admin.ensure_topics(self.topics + self.retry_topics + self.dead_letter_topics)
         config = dict(self._config)
         config["error_cb"] = self._on_error
         config["logger"] = RDKAFKA_LOG
+        if self.policy.on_commit_result is not None:
+            config["on_commit"] = self.policy.on_commit_result
         LOG.debug("%s: creating the consumer: %s", self.name, redact(self._config))
         try:
             consumer = confluent_kafka.Consumer(config)
@@ -114,8 +152,16 @@ class KafkaListener(Listener):
             raise KafkaListenerError(f"{self.name}: cannot create the consumer: {exc}") from None
         self._consumer = consumer
         self.policy.attach(consumer, self.name)
-        consumer.subscribe(self.topics, on_assign=self._on_assign, on_revoke=self._on_revoke,
-                           on_lost=self._on_lost)
+        if self.retry_topics:
+            self._gate = DelayGate(self.retry_topics, self.settings.retry_delay, consumer.pause,
+                                   consumer.resume)
+        if self._side is not None or self.policy.tick is not None:
+            self._tick = self._housekeeping
+        if self.settings.workers > 1 and self._workers is None:
+            self._workers = OrderedWorkers(self.settings.workers, self.settings.max_in_flight,
+                                           name=f"notify-kafka-{self.group_id}")
+        consumer.subscribe(self.topics + self.retry_topics, on_assign=self._on_assign,
+                           on_revoke=self._on_revoke, on_lost=self._on_lost)
         deadline = time.monotonic() + self._start_timeout
         try:
             while not self._joined.is_set():
@@ -152,17 +198,36 @@ class KafkaListener(Listener):
             consumer.incremental_assign(positioned)
         else:
             consumer.assign(positioned)
-        self._assignment.update((tp.topic, tp.partition) for tp in positioned)
+        self._assignment = self._assignment | {(tp.topic, tp.partition) for tp in positioned}
         try:
             self.policy.on_assigned(positioned)
         except Exception:  # noqa: BLE001
             LOG.exception("%s: commit policy failed on assignment", self.name)
+        if self._hooks.on_assign is not None:
+            self._hooks.call("on_assign", [(tp.topic, tp.partition) for tp in positioned])
         self._joined.set()
 
     def _start_positions(self, consumer: confluent_kafka.Consumer,
                          partitions: list[TopicPartition]) -> list[TopicPartition]:
-        """Committed offsets; for partitions without one, resolve the end (or start) and commit it."""
+        """Committed offsets; for partitions without one, resolve the end (or start) and commit it.
+
+        The first time this listener gets a partition of its own topics, a
+        ``start_position`` other than ``committed`` replaces the committed
+        offset (and is committed, so the whole pool replays from there).
+        """
         committed = consumer.committed(partitions, timeout=self._op_timeout)
+        position = self.settings.start_position
+        first = [tp for tp in committed if tp.topic in self.topics
+                 and (tp.topic, tp.partition) not in self._positioned]
+        if first and position.overrides_committed:
+            wanted = {(tp.topic, tp.partition): tp.offset
+                      for tp in resolve_offsets(consumer, first, position, self._op_timeout)}
+            for tp in first:
+                tp.offset = wanted[(tp.topic, tp.partition)]
+            consumer.commit(offsets=[TopicPartition(tp.topic, tp.partition, tp.offset) for tp in first],
+                            asynchronous=False)
+            LOG.info("%s: start_position %s: reading %s", self.name, position, _format(first))
+        self._positioned.update((tp.topic, tp.partition) for tp in first)
         fresh = [tp for tp in committed if tp.offset < 0]
         if fresh:
             spec = OFFSET_BEGINNING if self._earliest else OFFSET_END
@@ -189,14 +254,21 @@ class KafkaListener(Listener):
         self._give_up(partitions, lost=True)
 
     def _give_up(self, partitions: list[TopicPartition], lost: bool) -> None:
+        if self._side is not None and not lost:
+            # copies confirmed now let their originals be committed before the hand-over
+            self._side.flush(min(self._op_timeout, self.settings.shutdown_timeout))
         try:
             self.policy.on_revoke(partitions, lost)
         except Exception:  # noqa: BLE001
             LOG.exception("%s: commit policy failed on revoke", self.name)
         gone = {(tp.topic, tp.partition) for tp in partitions}
-        self._assignment -= gone
+        self._assignment = self._assignment - gone
         if self._backlog:  # not handed out, not committed: the next owner reads them
             self._backlog = [r for r in self._backlog if (r.topic(), r.partition()) not in gone]
+        if self._gate is not None:
+            self._gate.drop(gone)
+        if self._hooks.on_revoke is not None:
+            self._hooks.call("on_revoke", sorted(gone))
 
     # -- errors ---------------------------------------------------------------
     def _on_error(self, err: KafkaError) -> None:
@@ -233,15 +305,44 @@ class KafkaListener(Listener):
             limit = 1
         deadline = None if timeout is None else time.monotonic() + timeout
         stopped = self._stopped.is_set
+        tick = self._tick
+        gate = self._gate
+        workers = self._workers
+        wanted = limit
         with self._lock:
             while not stopped():
                 if self._fatal is not None:
                     self._raise_if_fatal()
+                if tick is not None:
+                    tick()
+                if workers is not None:
+                    # hand out no more than the workers can take at once, so that the
+                    # caller never blocks in submit() and this loop keeps committing
+                    room = workers.room
+                    if room <= 0:
+                        wait = self._slice if deadline is None else min(
+                            self._slice, deadline - time.monotonic())
+                        if wait <= 0:
+                            return []
+                        workers.wait_for_room(wait)
+                        continue
+                    limit = wanted if wanted < room else room
+                if gate is not None:
+                    due = gate.release(limit)
+                    if due:
+                        messages = self._hand_out(due)
+                        if messages:
+                            return messages
+                        continue
                 if self._backlog:
                     records = self._backlog[:limit]
                     del self._backlog[:limit]
                 else:
                     wait = self._slice
+                    if gate is not None:
+                        due_in = gate.seconds_to_next()
+                        if due_in is not None and due_in < wait:
+                            wait = due_in
                     if deadline is not None:
                         left = deadline - time.monotonic()
                         if left < wait:
@@ -264,7 +365,7 @@ class KafkaListener(Listener):
         return []
 
     def _process(self, records: list[Message]) -> list[IncomingMessage]:
-        """Errors out, commit policy told, then decode; undecodable records are skipped."""
+        """Errors out, delayed records held, then :meth:`_hand_out`."""
         good = records
         for record in records:
             if record.error() is not None:
@@ -276,26 +377,46 @@ class KafkaListener(Listener):
                     else:
                         self._record_error(err)
                 break
+        if self._gate is not None and good:
+            good = self._gate.admit(good)
         if not good:
             return []
+        return self._hand_out(good)
+
+    def _hand_out(self, good: list[Message]) -> list[IncomingMessage]:
+        """Commit policy told, then decode; undecodable records are skipped (or dead-lettered)."""
         policy = self.policy
-        policy.on_polled(good)
-        on_ack, on_requeue = policy.on_ack, policy.on_requeue
         out = []
         append = out.append
         decode = decode_notification
+        take = policy.take
+        if take is None:
+            policy.on_polled(good)
+            on_ack, on_requeue = policy.on_ack, policy.on_requeue
+            for record in good:
+                try:
+                    ctxt, message = decode(record.value())
+                except DecodeError as exc:
+                    self._skip(record, exc)
+                    continue
+                append(KafkaMessage(ctxt, message, record, on_ack, on_requeue))
+            return out
         for record in good:
+            handle = take(record)
             try:
                 ctxt, message = decode(record.value())
             except DecodeError as exc:
                 self._skip(record, exc)
                 continue
-            append(KafkaMessage(ctxt, message, record, on_ack, on_requeue))
+            append(KafkaMessage(ctxt, message, record, handle.on_ack, handle.on_requeue))
         return out
 
     def _skip(self, record: Message, exc: Exception) -> None:
         self.skipped += 1
-        LOG.warning("%s: skipping undecodable record %s[%d]@%d (%d bytes): %s", self.name,
+        self.counters.undecodable.incr()
+        action = ("dead-lettering" if self.settings.dead_letter_topic is not None
+                  else "skipping")
+        LOG.warning("%s: %s undecodable record %s[%d]@%d (%d bytes): %s", self.name, action,
                     record.topic(), record.partition(), record.offset(),
                     len(record.value() or b""), exc)
         try:
@@ -303,14 +424,115 @@ class KafkaListener(Listener):
         except Exception:  # noqa: BLE001
             LOG.exception("%s: commit policy failed on an undecodable record", self.name)
 
+    def _housekeeping(self) -> None:
+        """Delivery reports of retry / dead-letter copies, periodic commits."""
+        if self._side is not None:
+            self._side.serve()
+        tick = self.policy.tick
+        if tick is not None:
+            tick()
+
+    # -- processing -----------------------------------------------------------
+    def submit(self, message: IncomingMessage, work: Callable[[IncomingMessage], Any]) -> None:
+        """Run ``work(message)`` (dispatch and settle) inline or on the key's worker."""
+        workers = self._workers
+        if workers is None:
+            self._run_work(message, work)
+            return
+        record = message.record  # type: ignore[attr-defined]
+        index = worker_index(record.key(), record.topic(), record.partition(), workers.count)
+        if not workers.submit(index, functools.partial(self._run_work, message, work)):
+            self.counters.cancelled.incr()
+
+    def _run_work(self, message: IncomingMessage, work: Callable[[IncomingMessage], Any]) -> None:
+        if self._aborted:
+            self.counters.cancelled.incr()
+            return
+        if not self.policy.still_owned(message):
+            # its partition went to another listener, which reads it again: not dispatched here
+            self.counters.stale.incr()
+            return
+        hooks = self._hooks
+        if not hooks.around_dispatch:
+            work(message)
+        else:
+            hooks.call("before_dispatch", message)
+            started = time.perf_counter()
+            result = work(message)
+            elapsed = time.perf_counter() - started
+            error = getattr(message, "error", None)
+            if error is not None:
+                hooks.call("on_error", message, error)
+            hooks.call("after_dispatch", message, result, elapsed)
+        if self._workers is None and self._tick is not None:
+            # inline, this is the polling thread: keep committing during a long batch
+            self._tick()
+
+    def drain(self, timeout: float | None = None) -> bool:
+        """Wait for dispatches handed to workers and for retry / dead-letter copies to finish."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        finished = True
+        if self._workers is not None:
+            finished = self._workers.drain(timeout)
+        if self._side is not None:
+            left = None if deadline is None else max(0.0, deadline - time.monotonic())
+            finished = self._side.flush(self.settings.shutdown_timeout if left is None else left) == 0 \
+                and finished
+        return finished
+
+    def abort(self) -> None:
+        """Abrupt stop: stop reading, drop dispatches not started; unfinished work is not committed."""
+        self._aborted = True
+        self.stop()
+        if self._workers is not None:
+            self._workers.cancel()
+
+    def metrics(self) -> dict[str, Any]:
+        """Counters, in-flight work, and per partition the committed offset and the lag."""
+        out: dict[str, Any] = dict(self.counters.as_dict())
+        if self._workers is not None:
+            out["cancelled"] += self._workers.dropped  # queued for a worker when aborted
+        out["in_flight"] = self.policy.in_flight() + (self._workers.in_flight if self._workers else 0)
+        out["held_for_retry"] = self._gate.held if self._gate is not None else 0
+        out["assignment"] = sorted(self._assignment)
+        committed, lag = self._positions_and_lag()
+        out["committed"] = committed
+        out["lag"] = lag
+        return out
+
+    def _positions_and_lag(self) -> tuple[dict[tuple[str, int], int], dict[tuple[str, int], int]]:
+        """Asked of the cluster through the admin client: never touches the polling consumer."""
+        committed: dict[tuple[str, int], int] = dict(self.policy.committed)
+        partitions = sorted(self._assignment)
+        if self._admin is None or not partitions or self.closed:
+            return committed, {}
+        try:
+            found, lag = committed_and_lag(self._admin.client(), self.group_id, partitions,
+                                           self._op_timeout)
+        except Exception as exc:  # noqa: BLE001 - metrics must not break the caller
+            LOG.debug("%s: metrics: %s", self.name, exc)
+            return committed, {}
+        committed.update(found)
+        return committed, lag
+
+
     # -- end --------------------------------------------------------------------
     def commit(self) -> None:
         if self._consumer is not None:
             self.policy.commit()
 
     def cleanup(self) -> None:
-        """Stop, let a poll in progress return, then close the consumer (leaving the group)."""
+        """Stop; finish work in flight (unless aborted, bounded by ``shutdown_timeout``); commit;
+        close the consumer (leaving the group) and the workers."""
         self._stopped.set()
+        grace = self.settings.shutdown_timeout
+        if not self._aborted:
+            if not self.drain(grace):
+                LOG.warning("%s: work still in flight after shutdown_timeout (%.1fs); it is not "
+                            "committed and will be delivered again", self.name, grace)
+                self.abort()
+        elif self._side is not None:
+            self._side.flush(min(1.0, grace))
         wait = self._op_timeout + 2 * STOP_CHECK_INTERVAL
         if not self._lock.acquire(timeout=wait):
             LOG.error("%s: a poll() is still running after %.1fs; consumer left open", self.name, wait)
@@ -319,22 +541,29 @@ class KafkaListener(Listener):
             self._close_consumer()
         finally:
             self._lock.release()
+        if self._workers is not None:
+            self._workers.close(min(grace, 5.0) if not self._aborted else 1.0)
+        if self._side is not None:
+            self._side.close(0)
         self._errors.summarize()
 
     def _close_consumer(self) -> None:
-        consumer, self._consumer = self._consumer, None
+        consumer = self._consumer
         if consumer is None:
             return
         try:
             self.policy.on_close()
         except Exception:  # noqa: BLE001
             LOG.exception("%s: commit policy failed on close", self.name)
+        self._consumer = None
         try:
             consumer.close()
         except (KafkaException, RuntimeError) as exc:
             LOG.warning("%s: error while closing the consumer: %s", self.name, exc)
-        self._assignment.clear()
+        self._assignment = frozenset()
         self._backlog = []
+        if self._gate is not None:
+            self._gate.clear()
 
 
 def _format(partitions: list[TopicPartition]) -> str:

@@ -33,3 +33,27 @@ class Counter:
 
     def __repr__(self) -> str:
         return f"<Counter {self.value}>"
+
+
+class DeliveryCounters:
+    """What a Kafka listener did with the records it read, for ``metrics()``.
+
+    ``retried``/``dead_lettered`` count copies the broker confirmed;
+    ``copy_failures`` copies that could not be delivered (their originals stay
+    uncommitted); ``undecodable`` records that were not valid notifications;
+    ``stale`` records not dispatched because their partition was revoked
+    while they waited for a worker; ``cancelled`` records an abrupt stop
+    dropped before dispatch; ``commit_failures`` commits the broker refused.
+    """
+
+    NAMES = ("undecodable", "retried", "dead_lettered", "copy_failures", "stale",
+             "cancelled", "commits", "commit_failures")
+
+    __slots__ = NAMES
+
+    def __init__(self) -> None:
+        for name in self.NAMES:
+            setattr(self, name, Counter())
+
+    def as_dict(self) -> dict[str, int]:
+        return {name: getattr(self, name).value for name in self.NAMES}

@@ -9,6 +9,11 @@
   ``messaging`` JSON, request context as one ``_context`` dict), so it talks to
   oslo.messaging's Kafka driver both ways.
 * Every ``[oslo_messaging_kafka]`` option can be overridden by the URL query.
+* Listeners take the delivery options (``delivery_mode``, ``workers``,
+  ``retry_topic``, ``dead_letter_topic``, ``max_attempts``, ``retry_delay``,
+  ``start_position``, ``hooks``, ...) as keywords; see :mod:`.settings`.
+* :meth:`KafkaDriver.partition_consumer` and :meth:`KafkaDriver.read_topic`
+  read a topic from a position without a consumer group (:mod:`.reader`).
 
 RPC is not carried: :meth:`send` and :meth:`listen` raise ``NotSupported``.
 """
@@ -23,18 +28,27 @@ from notify_transport.drivers.base import BaseDriver, Listener
 from notify_transport.drivers.config import resolve_options
 from notify_transport.drivers.kafka import config as kafka_config
 from notify_transport.drivers.kafka.admin import TopicAdmin
-from notify_transport.drivers.kafka.commit import CommitPolicy, default_policy
+from notify_transport.drivers.kafka.atleastonce import AtLeastOnce
+from notify_transport.drivers.kafka.commit import AutoCommit, CommitBeforeDispatch, CommitPolicy
 from notify_transport.drivers.kafka.consumer import KafkaListener
+from notify_transport.drivers.kafka.counters import DeliveryCounters
+from notify_transport.drivers.kafka.deadletter import SideProducer
 from notify_transport.drivers.kafka.naming import SendTopics, kafka_topic, validate
 from notify_transport.drivers.kafka.options import GROUP, all_opts
+from notify_transport.drivers.kafka.positions import StartPosition, parse_start_position
 from notify_transport.drivers.kafka.producer import NotificationProducer
+from notify_transport.drivers.kafka.reader import MergedIterator, PartitionConsumer, reader_config, \
+    read_topic
+from notify_transport.drivers.kafka.retry import Requeuer
+from notify_transport.drivers.kafka.settings import EXTRA_KEYWORDS, OPTION_NAMES, listener_settings
 from notify_transport.exceptions import ConfigurationError, InvalidTarget, InvalidTransportURL
 from notify_transport.target import Target
 
 LOG = logging.getLogger(__name__)
 
-#: Keyword options a listener accepts from ``listen_for_notifications(**options)``.
-LISTENER_OPTIONS = ("commit_policy",)
+#: Keyword options a listener accepts from ``listen_for_notifications(**options)``:
+#: a custom ``commit_policy``, every delivery option of :mod:`.options` and ``hooks``.
+LISTENER_OPTIONS = ("commit_policy",) + OPTION_NAMES + EXTRA_KEYWORDS
 
 _encode = envelope.encode
 _CONTEXT_DICT = envelope.CONTEXT_DICT
@@ -110,22 +124,72 @@ class KafkaDriver(BaseDriver):
         if unknown:
             raise ConfigurationError(f"Unknown Kafka listener option(s) {', '.join(unknown)}; "
                                      f"known: {', '.join(LISTENER_OPTIONS)}")
-        policy = options.get("commit_policy") or default_policy(self.opts)
-        if isinstance(policy, type):
-            policy = policy()
-        if not isinstance(policy, CommitPolicy):
-            raise ConfigurationError(f"commit_policy must be a CommitPolicy, got {policy!r}")
+        settings = listener_settings(self.opts, options)
         topics = self.kafka_topics(targets_and_priorities)
         group = pool or self.opts.consumer_group
+        name = f"Kafka listener (group {group}, topics {','.join(topics)})"
+        counters = DeliveryCounters()
+        side = requeuer = None
+        if settings.requeue_possible:
+            side = SideProducer(kafka_config.producer_config(self.url, self.opts), name)
+            requeuer = Requeuer(settings, side, group, counters, settings.hooks, name)
+        policy = self._policy(options.get("commit_policy"), settings, requeuer, counters)
+        config = kafka_config.consumer_config(self.url, self.opts, group)
+        if settings.at_least_once:
+            config["enable.auto.commit"] = False  # the policy commits exactly what finished
         listener = KafkaListener(
-            kafka_config.consumer_config(self.url, self.opts, group), topics, policy,
+            config, topics, policy,
             admin=self._admin, max_poll_records=self.opts.max_poll_records,
             consumer_timeout=self.opts.kafka_consumer_timeout,
-            start_timeout=self.opts.listener_start_timeout)
+            start_timeout=self.opts.listener_start_timeout, settings=settings,
+            retry_topics=requeuer.retry_topics(topics) if requeuer else [],
+            dead_letter_topics=requeuer.dead_letter_topics(topics) if requeuer else [],
+            side=side, counters=counters)
         with self._listeners_lock:
             self._listeners = [lst for lst in self._listeners if not lst.closed]
             self._listeners.append(listener)
         return listener
+
+    def _policy(self, given: Any, settings: Any, requeuer: Requeuer | None,
+                counters: DeliveryCounters) -> CommitPolicy:
+        """The commit policy for the delivery mode (or the one given)."""
+        if given is not None:
+            if settings.at_least_once or requeuer is not None:
+                raise ConfigurationError("commit_policy cannot be combined with delivery_mode="
+                                         "at_least_once or retry / dead-letter topics")
+            policy = given() if isinstance(given, type) else given
+            if not isinstance(policy, CommitPolicy):
+                raise ConfigurationError(f"commit_policy must be a CommitPolicy, got {policy!r}")
+            return policy
+        if settings.at_least_once:
+            if self.opts.enable_auto_commit:
+                raise ConfigurationError("delivery_mode=at_least_once commits what finished "
+                                         "processing; it cannot be combined with "
+                                         "enable_auto_commit=true")
+            assert requeuer is not None  # at_least_once always has a dead-letter topic
+            return AtLeastOnce(requeuer, counters, settings.hooks, settings.commit_interval)
+        if self.opts.enable_auto_commit:
+            if requeuer is not None:
+                raise ConfigurationError("retry / dead-letter topics need delivery_mode="
+                                         "commit_before_dispatch or at_least_once, not "
+                                         "enable_auto_commit=true")
+            return AutoCommit()
+        return CommitBeforeDispatch(requeuer, settings.hooks)
+
+    # -- reading without a group ------------------------------------------------
+    def partition_consumer(self, topic: str, partition: int = 0,
+                           start: StartPosition | Any = "latest") -> PartitionConsumer:
+        """A consumer of one partition of Kafka topic ``topic`` (a full Kafka topic name,
+        e.g. from :meth:`kafka_topics`), with ``seek()`` and ``latest_message_id()``."""
+        return PartitionConsumer(reader_config(self.url, self.opts), topic, partition,
+                                 parse_start_position(start), name=f"reader {topic}[{partition}]")
+
+    def read_topic(self, topic: str, start: StartPosition | Any = "earliest",
+                   until_end: bool = True, buffer: int = 1000) -> MergedIterator:
+        """Iterate over every partition of Kafka topic ``topic`` from ``start``, merged;
+        with ``until_end`` the iteration ends at the end the partitions had when it began."""
+        return read_topic(reader_config(self.url, self.opts), topic, parse_start_position(start),
+                          until_end=until_end, buffer=buffer, timeout=self._admin.timeout)
 
     # -- end --------------------------------------------------------------------
     def cleanup(self) -> None:

@@ -107,6 +107,70 @@ extra_opts = [
 ]
 
 
+#: Listener delivery options. Each is also a keyword of
+#: ``get_notification_listener(..., **driver_options)``, which overrides it
+#: for that listener.
+delivery_opts = [
+    cfg.StrOpt('delivery_mode', default='commit_before_dispatch',
+               choices=['commit_before_dispatch', 'at_least_once'],
+               help='When a listener commits offsets. commit_before_dispatch '
+                    '(oslo.messaging\'s semantics): a polled batch is committed, '
+                    'then dispatched; a listener that dies loses what it was '
+                    'processing, nothing is dispatched twice. at_least_once: an '
+                    'offset is committed only once processing of it and of every '
+                    'earlier record of its partition ended (periodically, on '
+                    'partition revoke and on close); a listener that dies has '
+                    'what was in flight dispatched again.'),
+    cfg.IntOpt('workers', default=1, min=1,
+               help='Threads dispatching a listener\'s notifications. With more '
+                    'than one, notifications with the same Kafka key (the '
+                    'publisher_id) go to the same worker, so each publisher\'s '
+                    'notifications keep their order (virtual partitions).'),
+    cfg.IntOpt('max_in_flight', default=1000, min=1,
+               help='Most notifications handed to workers and not yet '
+                    'processed; polling waits while that many are in flight.'),
+    cfg.FloatOpt('commit_interval', default=1.0, min=0,
+                 help='at_least_once: seconds between commits of the offsets '
+                      'whose processing ended (0: after each poll). Offsets are '
+                      'also committed synchronously on revoke and on close.'),
+    cfg.StrOpt('retry_topic',
+               help='Topic that requeued notifications go to, to be dispatched '
+                    'again after retry_delay; {topic} is the original Kafka '
+                    'topic, {pool} the pool (consumer group). "none" disables '
+                    'retries. Unset: "{topic}.retry.{pool}" with at_least_once '
+                    '(and max_attempts > 1), none with commit_before_dispatch, '
+                    'where requeue is then impossible.'),
+    cfg.StrOpt('dead_letter_topic',
+               help='Topic that notifications go to when their attempts are '
+                    'exhausted or they cannot be decoded, with headers naming the '
+                    'original topic, partition, offset, attempts and error; '
+                    '{topic} and {pool} as in retry_topic. Unset: "{topic}.dlq" '
+                    'with at_least_once or when retry_topic is set, else none '
+                    '(undecodable records are then logged and skipped).'),
+    cfg.IntOpt('max_attempts', default=3, min=1,
+               help='Processing attempts of a notification, the first included, '
+                    'before it is dead-lettered.'),
+    cfg.FloatOpt('retry_delay', default=5.0, min=0,
+                 help='Seconds a requeued notification waits in the retry topic '
+                      '(from its timestamp) before it is dispatched again. The '
+                      'wait pauses only the retry topic\'s partition.'),
+    cfg.BoolOpt('requeue_on_error', default=True,
+                help='An endpoint that raises is retried like one that returns '
+                     'REQUEUE (the listener needs allow_requeue=True); false '
+                     'dead-letters it at once.'),
+    cfg.StrOpt('start_position', default='committed',
+               help='Where a listener starts reading a partition the first time '
+                    'it is assigned it: committed (the pool\'s committed offset, '
+                    'else auto_offset_reset), earliest, latest, offset:N, or '
+                    'time:T (T in ISO 8601 or seconds since the epoch). Anything '
+                    'but committed replaces the pool\'s committed offset (replay).'),
+    cfg.FloatOpt('shutdown_timeout', default=30.0, min=0,
+                 help='Seconds a listener\'s cleanup waits for work in flight to '
+                      'finish and for retry/dead-letter sends to be confirmed '
+                      'before it commits and closes.'),
+]
+
+
 def all_opts() -> list[cfg.Opt]:
     """Every option of the group, oslo-compatible ones first."""
-    return oslo_compat_opts + extra_opts
+    return oslo_compat_opts + extra_opts + delivery_opts

@@ -1,0 +1,223 @@
+"""The at-least-once commit policy (``delivery_mode = at_least_once``).
+
+An offset is committed only once the record and every record before it in its
+partition finished processing (:mod:`.tracker`): acknowledged, or copied to
+the retry or dead-letter topic and that copy confirmed by the broker.
+Commits happen
+
+* every ``commit_interval`` seconds, asynchronously, from the polling loop;
+* synchronously when partitions are revoked (before another listener of the
+  pool reads them), for those partitions;
+* synchronously on ``commit()`` and on close.
+
+A listener that dies has its uncommitted records (the ones in flight, and
+those finished since the last commit) dispatched again by the pool: at least
+once, duplicates bounded by what was in flight. Records of a revoked
+partition that finish later change nothing (their track is closed), and ones
+still waiting for a worker are skipped (:meth:`still_owned`).
+"""
+from __future__ import annotations
+
+import logging
+import time
+from typing import Any
+
+from confluent_kafka import KafkaError, KafkaException, Message, TopicPartition
+
+from notify_transport.drivers.base import IncomingMessage
+from notify_transport.drivers.kafka.commit import CommitPolicy
+from notify_transport.drivers.kafka.counters import DeliveryCounters
+from notify_transport.drivers.kafka.hooks import ListenerHooks
+from notify_transport.drivers.kafka.retry import Requeuer
+from notify_transport.drivers.kafka.tracker import OffsetTracker, PartitionTrack
+
+LOG = logging.getLogger(__name__)
+
+#: Attempts of a synchronous commit (revoke, close) on retriable errors.
+SYNC_COMMIT_ATTEMPTS = 3
+
+
+class _Handle:
+    """The ack/requeue callbacks of the records of one partition assignment."""
+
+    __slots__ = ("policy", "track")
+
+    def __init__(self, policy: "AtLeastOnce", track: PartitionTrack) -> None:
+        self.policy = policy
+        self.track = track
+
+    def on_ack(self, message: IncomingMessage) -> None:
+        self.track.finish(message.offset)  # type: ignore[arg-type]
+
+    def on_requeue(self, message: IncomingMessage) -> None:
+        self.policy.requeue(self, message)
+
+
+class AtLeastOnce(CommitPolicy):
+    """See the module docstring."""
+
+    def __init__(self, requeuer: Requeuer, counters: DeliveryCounters,
+                 hooks: ListenerHooks, commit_interval: float = 1.0) -> None:
+        super().__init__()
+        self.tracker = OffsetTracker()
+        self.requeuer = requeuer
+        self.counters = counters
+        self.hooks = hooks
+        self.interval = commit_interval
+        self._next_commit = time.monotonic() + commit_interval
+        self._handles: dict[tuple[str, int], _Handle] = {}
+        self.take = self._take
+        self.tick = self._tick
+        self.on_commit_result = self._on_commit_result
+
+    # -- hand-out ----------------------------------------------------------------
+    def _handle(self, topic: str, partition: int) -> _Handle:
+        handle = self._handles.get((topic, partition))
+        if handle is None or handle.track.closed:
+            handle = _Handle(self, self.tracker.get(topic, partition))
+            self._handles[(topic, partition)] = handle
+        return handle
+
+    def _take(self, record: Message) -> _Handle:
+        handle = self._handle(record.topic(), record.partition())
+        handle.track.add(record.offset())
+        return handle
+
+    def on_assigned(self, partitions: list[TopicPartition]) -> None:
+        for tp in partitions:
+            track = self.tracker.assign(tp.topic, tp.partition, tp.offset)
+            self._handles[(tp.topic, tp.partition)] = _Handle(self, track)
+
+    def still_owned(self, message: IncomingMessage) -> bool:
+        handle = getattr(getattr(message, "_on_ack", None), "__self__", None)
+        return not isinstance(handle, _Handle) or not handle.track.closed
+
+    def in_flight(self) -> int:
+        return self.tracker.in_flight
+
+    # -- outcomes --------------------------------------------------------------
+    def requeue(self, handle: _Handle, message: IncomingMessage) -> None:
+        record: Message = message.record  # type: ignore[attr-defined]
+        self._copy(handle.track, record, lambda done: self.requeuer.requeue(
+            record, getattr(message, "error", None), done))
+
+    def on_undecodable(self, record: Message, error: Exception) -> None:
+        track = self._handle(record.topic(), record.partition()).track
+        self._copy(track, record, lambda done: self.requeuer.dead_letter(
+            record, f"undecodable: {error}", done, logged=True))
+
+    def _copy(self, track: PartitionTrack, record: Message, send: Any) -> None:
+        offset = record.offset()
+
+        def done(confirmed: bool) -> None:
+            if confirmed:
+                track.finish(offset)
+            elif not track.closed:
+                LOG.error("%s: %s[%d]@%d could not be copied to its retry/dead-letter topic; it "
+                          "stays uncommitted (with what follows it in its partition) and will be "
+                          "delivered again after a restart or rebalance", self.name, record.topic(),
+                          record.partition(), offset)
+
+        send(done)
+
+    # -- commits ---------------------------------------------------------------
+    def _tick(self) -> None:
+        now = time.monotonic()
+        if now >= self._next_commit:
+            self._next_commit = now + self.interval
+            self._commit_async()
+
+    def _commit_async(self) -> None:
+        tracks = self.tracker.uncommitted()
+        if not tracks or self.consumer is None:
+            return
+        offsets = [TopicPartition(t.topic, t.partition, t.position) for t in tracks]  # type: ignore[arg-type]
+        try:
+            self.consumer.commit(offsets=offsets, asynchronous=True)
+        except KafkaException as exc:
+            self.counters.commit_failures.incr()
+            LOG.warning("%s: could not start a commit of %s: %s", self.name, _format(offsets),
+                        exc.args[0].str())
+
+    def _on_commit_result(self, err: KafkaError | None, partitions: list[TopicPartition]) -> None:
+        self._record(partitions, err)
+
+    def _record(self, partitions: list[TopicPartition], err: Any) -> None:
+        """Note confirmed positions; count and report the outcome."""
+        done = [tp for tp in partitions if tp.error is None and tp.offset >= 0] if err is None else []
+        for tp in done:
+            key = (tp.topic, tp.partition)
+            if self.committed.get(key, -1) < tp.offset:
+                self.committed[key] = tp.offset
+            handle = self._handles.get(key)
+            if handle is not None and not handle.track.closed:
+                track = handle.track
+                if track.committed is None or track.committed < tp.offset:
+                    track.committed = tp.offset
+        failed = err is not None or len(done) < len(partitions)
+        (self.counters.commit_failures if failed else self.counters.commits).incr()
+        text = None
+        if failed:
+            text = err.str() if isinstance(err, KafkaError) else str(err or "; ".join(
+                str(tp.error) for tp in partitions if tp.error is not None))
+            LOG.warning("%s: commit of %s failed: %s (retried with the next commit; records "
+                        "of a partition revoked meanwhile are delivered again)", self.name,
+                        _format(partitions), text)
+        if self.hooks.on_commit is not None:
+            self.hooks.call("on_commit", [(tp.topic, tp.partition, tp.offset) for tp in partitions],
+                            text)
+
+    def _commit_sync(self, offsets: list[TopicPartition]) -> bool:
+        if not offsets or self.consumer is None:
+            return True
+        for attempt in range(1, SYNC_COMMIT_ATTEMPTS + 1):
+            try:
+                result = self.consumer.commit(offsets=offsets, asynchronous=False)
+            except KafkaException as exc:
+                err: KafkaError = exc.args[0]
+                if err.code() == KafkaError._NO_OFFSET:
+                    return True
+                if err.fatal() or not err.retriable() or attempt == SYNC_COMMIT_ATTEMPTS:
+                    self._record(offsets, err)
+                    return False
+                time.sleep(0.05 * attempt)
+                continue
+            self._record(result or offsets, None)
+            return True
+        return False
+
+    def commit(self) -> None:
+        tracks = self.tracker.uncommitted()
+        self._commit_sync([TopicPartition(t.topic, t.partition, t.position)  # type: ignore[arg-type]
+                           for t in tracks])
+
+    def on_revoke(self, partitions: list[TopicPartition], lost: bool = False) -> None:
+        keys = [(tp.topic, tp.partition) for tp in partitions]
+        tracks = self.tracker.revoke(keys)
+        for key in keys:
+            self._handles.pop(key, None)
+        offsets = []
+        for track in tracks:
+            position = track.close()
+            if position is not None:
+                offsets.append(TopicPartition(track.topic, track.partition, position))
+        if lost:
+            if offsets:
+                LOG.warning("%s: partitions lost before %s could be committed; those records "
+                            "will be delivered again", self.name, _format(offsets))
+            return
+        self._commit_sync(offsets)
+
+    def on_close(self) -> None:
+        tracks = self.tracker.revoke([(t.topic, t.partition) for t in self.tracker.tracks()])
+        self._handles.clear()
+        offsets = []
+        for track in tracks:
+            position = track.close()
+            if position is not None:
+                offsets.append(TopicPartition(track.topic, track.partition, position))
+        self._commit_sync(offsets)
+
+
+def _format(offsets: list[TopicPartition]) -> str:
+    return ", ".join(f"{tp.topic}[{tp.partition}]={tp.offset}" for tp in offsets) or "nothing"

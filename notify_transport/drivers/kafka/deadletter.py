@@ -1,0 +1,239 @@
+"""Retry and dead-letter records: their headers, and the producer that sends them.
+
+A record sent to a retry or dead-letter topic keeps its key and value (the
+original wire bytes, whatever they are) and its headers, plus these:
+
+* ``nt-original-topic``, ``nt-original-partition``, ``nt-original-offset``:
+  where it was first read (a retried record keeps the first coordinates);
+* ``nt-attempts``: processing attempts made so far;
+* ``nt-error``: the exception text, ``requeued`` when an endpoint asked for a
+  requeue, or ``undecodable: <reason>``;
+* ``nt-pool``: the pool (consumer group) that gave up on it.
+
+Numbers are ASCII decimal. The original offset may only be committed once the
+broker confirmed the copy, so :class:`SideProducer` reports each delivery to a
+callback; a delivery that fails for a reason a resend can fix is sent again.
+"""
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from typing import Any, Callable
+
+import confluent_kafka
+from confluent_kafka import KafkaError, KafkaException, Message
+
+from notify_transport.drivers.kafka.config import redact
+from notify_transport.drivers.kafka.reporting import RateLimitedLog
+
+LOG = logging.getLogger(__name__)
+RDKAFKA_LOG = logging.getLogger("notify_transport.drivers.kafka.librdkafka")
+
+ORIGINAL_TOPIC = "nt-original-topic"
+ORIGINAL_PARTITION = "nt-original-partition"
+ORIGINAL_OFFSET = "nt-original-offset"
+ATTEMPTS = "nt-attempts"
+ERROR = "nt-error"
+POOL = "nt-pool"
+OUR_HEADERS = frozenset({ORIGINAL_TOPIC, ORIGINAL_PARTITION, ORIGINAL_OFFSET, ATTEMPTS, ERROR, POOL})
+#: Longest error text kept in a header.
+MAX_ERROR_LENGTH = 2000
+REQUEUED = "requeued"
+
+#: How often a failed delivery of a retry / dead-letter copy is sent again.
+RESEND_ATTEMPTS = 3
+#: Seconds a send waits for room in a full local queue before failing.
+QUEUE_WAIT = 10.0
+
+
+def header(headers: list[tuple[str, bytes]] | None, name: str) -> bytes | None:
+    """The last value of header ``name``, or None."""
+    found = None
+    for key, value in headers or ():
+        if key == name:
+            found = value
+    return found
+
+
+def attempts_of(record: Message) -> int:
+    """Processing attempts already made before this delivery of ``record`` (0 for a fresh one)."""
+    raw = header(record.headers(), ATTEMPTS)
+    try:
+        return max(0, int(raw)) if raw is not None else 0
+    except ValueError:
+        return 0
+
+
+def origin_of(record: Message) -> tuple[str, int, int]:
+    """``(topic, partition, offset)`` where ``record`` was first read."""
+    headers = record.headers()
+    topic = header(headers, ORIGINAL_TOPIC)
+    partition = header(headers, ORIGINAL_PARTITION)
+    offset = header(headers, ORIGINAL_OFFSET)
+    if topic is not None and partition is not None and offset is not None:
+        try:
+            return topic.decode("utf-8", "replace"), int(partition), int(offset)
+        except ValueError:
+            pass
+    return record.topic(), record.partition(), record.offset()
+
+
+def error_text(error: BaseException | str | None) -> str:
+    """What ``nt-error`` says."""
+    if error is None:
+        text = REQUEUED
+    elif isinstance(error, BaseException):
+        text = f"{type(error).__name__}: {error}"
+    else:
+        text = str(error)
+    return text[:MAX_ERROR_LENGTH]
+
+
+def copy_headers(record: Message, attempts: int, error: str, pool: str) -> list[tuple[str, bytes]]:
+    """The record's own headers with ours set for a retry or dead-letter copy."""
+    topic, partition, offset = origin_of(record)
+    kept = [(k, v) for k, v in (record.headers() or ()) if k not in OUR_HEADERS]
+    return kept + [(ORIGINAL_TOPIC, topic.encode()), (ORIGINAL_PARTITION, str(partition).encode()),
+                   (ORIGINAL_OFFSET, str(offset).encode()), (ATTEMPTS, str(attempts).encode()),
+                   (ERROR, error.encode("utf-8", "replace")), (POOL, pool.encode("utf-8", "replace"))]
+
+
+Done = Callable[[KafkaError | None], None]
+
+
+class _Delivery:
+    """Delivery callback of one copy: resend what a resend can fix, then report."""
+
+    __slots__ = ("owner", "topic", "value", "key", "headers", "on_done", "left")
+
+    def __init__(self, owner: "SideProducer", topic: str, value: Any, key: Any,
+                 headers: list[tuple[str, bytes]], on_done: Done) -> None:
+        self.owner = owner
+        self.topic = topic
+        self.value = value
+        self.key = key
+        self.headers = headers
+        self.on_done = on_done
+        self.left = RESEND_ATTEMPTS
+
+    def __call__(self, err: KafkaError | None, msg: Any) -> None:
+        owner = self.owner
+        if err is not None and self.left > 0 and not owner.closed and not err.fatal():
+            self.left -= 1
+            owner.failures.log(logging.WARNING, (self.topic, err.code()),
+                               "Copy to Kafka topic %s failed (%s); sending again", self.topic, err.str())
+            try:
+                owner.produce_now(self, wait=False)  # no poll() inside a delivery callback
+                return
+            except (BufferError, KafkaException) as exc:
+                LOG.error("Could not send a copy to Kafka topic %s again: %s", self.topic, exc)
+        owner.settled(self, err)
+
+
+class SideProducer:
+    """One producer per listener for retry and dead-letter copies, every delivery reported.
+
+    Delivery reports are served by :meth:`serve` (the listener's polling
+    thread calls it), by sends waiting for room, and by :meth:`flush`.
+    """
+
+    def __init__(self, config: dict[str, Any], name: str) -> None:
+        self._config = dict(config)
+        self.name = name
+        self._producer: confluent_kafka.Producer | None = None
+        self._lock = threading.Lock()
+        self._pending = 0
+        self.closed = False
+        self.failures = RateLimitedLog(LOG)
+
+    def _client(self) -> confluent_kafka.Producer:
+        with self._lock:
+            if self._producer is None:
+                if self.closed:
+                    raise KafkaException(KafkaError(KafkaError._DESTROY, "producer closed"))
+                config = dict(self._config)
+                config["logger"] = RDKAFKA_LOG
+                LOG.debug("%s: creating the retry/dead-letter producer: %s", self.name,
+                          redact(self._config))
+                self._producer = confluent_kafka.Producer(config)
+            return self._producer
+
+    @property
+    def pending(self) -> int:
+        """Copies sent and not yet confirmed or failed."""
+        return self._pending
+
+    def send(self, topic: str, value: Any, key: Any, headers: list[tuple[str, bytes]],
+             on_done: Done) -> None:
+        """Send one copy; ``on_done(None)`` once confirmed, ``on_done(error)`` if it failed for good.
+
+        A copy that cannot even be queued is reported at once through ``on_done``.
+        """
+        delivery = _Delivery(self, topic, value, key, headers, on_done)
+        with self._lock:
+            self._pending += 1
+        try:
+            self.produce_now(delivery)
+        except (BufferError, KafkaException, TypeError, ValueError) as exc:
+            err = exc.args[0] if isinstance(exc, KafkaException) else KafkaError(
+                KafkaError._QUEUE_FULL if isinstance(exc, BufferError) else KafkaError._INVALID_ARG,
+                str(exc))
+            self.settled(delivery, err)
+
+    def produce_now(self, delivery: _Delivery, wait: bool = True) -> None:
+        """Produce; when the local queue is full serve reports (``wait``) for a bounded time."""
+        producer = self._client()
+        deadline = time.monotonic() + QUEUE_WAIT
+        while True:
+            try:
+                producer.produce(delivery.topic, delivery.value, delivery.key,
+                                 headers=delivery.headers, on_delivery=delivery)
+                return
+            except BufferError:
+                if not wait or time.monotonic() >= deadline or self.closed:
+                    raise
+                producer.poll(0.05)
+
+    def settled(self, delivery: _Delivery, err: KafkaError | None) -> None:
+        with self._lock:
+            self._pending -= 1
+        if err is not None:
+            self.failures.log(logging.ERROR, (delivery.topic, err.code()),
+                              "%s: copy to Kafka topic %s failed: %s", self.name, delivery.topic,
+                              err.str())
+        try:
+            delivery.on_done(err)
+        except Exception:  # noqa: BLE001 - a delivery callback must not break poll()
+            LOG.exception("%s: delivery callback for topic %s failed", self.name, delivery.topic)
+
+    def serve(self) -> None:
+        """Run the delivery callbacks that are due (non-blocking)."""
+        producer = self._producer
+        if producer is not None and self._pending:
+            producer.poll(0)
+
+    def flush(self, timeout: float) -> int:
+        """Wait up to ``timeout`` for every copy to be confirmed; return how many are pending."""
+        producer = self._producer
+        if producer is None:
+            return self._pending
+        deadline = time.monotonic() + max(0.0, timeout)
+        while self._pending and time.monotonic() < deadline:
+            producer.flush(min(0.1, max(0.0, deadline - time.monotonic())))
+        return self._pending
+
+    def close(self, timeout: float) -> int:
+        """Flush for up to ``timeout``, then drop the producer; return how many copies were lost."""
+        left = self.flush(timeout)
+        self.closed = True
+        with self._lock:
+            producer, self._producer = self._producer, None
+        if producer is not None and left:
+            LOG.error("%s: %d retry/dead-letter copies were not confirmed within %.1fs; their "
+                      "original records stay uncommitted and will be delivered again", self.name,
+                      left, timeout)
+            producer.purge(in_queue=True, in_flight=True, blocking=False)
+            producer.flush(0)
+        self.failures.summarize()
+        return left

@@ -1,0 +1,200 @@
+"""Requeue: retry topics processed after a delay, then the dead-letter topic.
+
+:class:`Requeuer` decides where a failed or undecodable record goes: back
+through the pool's retry topic while attempts are left (``max_attempts``,
+the first one included), else to the dead-letter topic. The listener
+subscribes to the retry topics of its topics, so retried records are
+dispatched to the same endpoints by the same pool.
+
+:class:`DelayGate` holds records of retry topics until their timestamp plus
+``retry_delay`` (zkafka's "process delay"): the first record that is not due
+pauses its partition only, so the other partitions (and the main topics) keep
+flowing, and the partition resumes when its held records are due. Held records
+are not handed out, hence never committed: if the partition is revoked
+meanwhile, its next owner reads them again.
+"""
+from __future__ import annotations
+
+import collections
+import logging
+import time
+from typing import Any, Callable, Iterable
+
+from confluent_kafka import KafkaError, Message, TopicPartition
+
+from notify_transport.drivers.kafka import deadletter
+from notify_transport.drivers.kafka.counters import DeliveryCounters
+from notify_transport.drivers.kafka.deadletter import SideProducer
+from notify_transport.drivers.kafka.hooks import DeadLetter, ListenerHooks
+from notify_transport.drivers.kafka.settings import ListenerSettings
+
+LOG = logging.getLogger(__name__)
+
+#: ``on_done(ok)``: whether the copy was confirmed by the broker.
+Confirmed = Callable[[bool], None]
+
+
+class Requeuer:
+    """Sends records to the retry or the dead-letter topic and reports when they are safe."""
+
+    def __init__(self, settings: ListenerSettings, side: SideProducer, pool: str,
+                 counters: DeliveryCounters, hooks: ListenerHooks, name: str = "listener") -> None:
+        self.settings = settings
+        self.side = side
+        self.pool = pool
+        self.counters = counters
+        self.hooks = hooks
+        self.name = name
+
+    # -- topics ----------------------------------------------------------------
+    def retry_topics(self, topics: Iterable[str]) -> list[str]:
+        """The retry topic of each of ``topics`` (none when retries are off)."""
+        return _unique(self.settings.retry_topic_for(t, self.pool) for t in topics)
+
+    def dead_letter_topics(self, topics: Iterable[str]) -> list[str]:
+        return _unique(self.settings.dead_letter_topic_for(t, self.pool) for t in topics)
+
+    # -- routing ---------------------------------------------------------------
+    def requeue(self, record: Message, error: BaseException | None, on_done: Confirmed) -> None:
+        """Processing of ``record`` failed (``error``) or was requeued (None): retry or dead-letter."""
+        attempts = deadletter.attempts_of(record) + 1
+        text = deadletter.error_text(error)
+        settings = self.settings
+        retry_allowed = error is None or settings.requeue_on_error
+        origin = deadletter.origin_of(record)[0]
+        if retry_allowed and settings.retry_topic is not None and attempts < settings.max_attempts:
+            topic = settings.retry_topic_for(origin, self.pool)
+            self._send(record, topic, attempts, text, on_done, dead=False)  # type: ignore[arg-type]
+        else:
+            self.dead_letter(record, text, on_done, attempts)
+
+    def dead_letter(self, record: Message, error: str, on_done: Confirmed,
+                    attempts: int | None = None, logged: bool = False) -> None:
+        """Send ``record`` to its dead-letter topic (``attempts`` made, the failed one included).
+
+        ``logged``: the caller already logged the record (undecodable ones), so the
+        confirmation is logged at debug level only.
+        """
+        if attempts is None:
+            attempts = deadletter.attempts_of(record) + 1
+        topic = self.settings.dead_letter_topic_for(deadletter.origin_of(record)[0], self.pool)
+        if topic is None:
+            LOG.error("%s: no dead_letter_topic: %s[%d]@%d (%s) is dropped", self.name,
+                      record.topic(), record.partition(), record.offset(), error)
+            on_done(True)
+            return
+        self._send(record, topic, attempts, error, on_done, dead=True, logged=logged)
+
+    def _send(self, record: Message, topic: str, attempts: int, error: str, on_done: Confirmed,
+              dead: bool, logged: bool = False) -> None:
+        headers = deadletter.copy_headers(record, attempts, error, self.pool)
+        origin = deadletter.origin_of(record)
+        counters, hooks = self.counters, self.hooks
+
+        def confirmed(err: KafkaError | None) -> None:
+            if err is None:
+                (counters.dead_lettered if dead else counters.retried).incr()
+                hook = "on_dead_letter" if dead else "on_retry"
+                if getattr(hooks, hook) is not None:
+                    hooks.call(hook, DeadLetter(origin[0], origin[1], origin[2], attempts, error, topic))
+                if dead:
+                    LOG.log(logging.DEBUG if logged else logging.WARNING,
+                            "%s: dead-lettered %s[%d]@%d to %s after %d attempt(s): %s",
+                            self.name, origin[0], origin[1], origin[2], topic, attempts, error)
+            else:
+                counters.copy_failures.incr()
+            on_done(err is None)
+
+        self.side.send(topic, record.value(), record.key(), headers, confirmed)
+
+
+def _unique(names: Iterable[str | None]) -> list[str]:
+    out: list[str] = []
+    for name in names:
+        if name is not None and name not in out:
+            out.append(name)
+    return out
+
+
+class DelayGate:
+    """Holds records of delayed topics until they are due; pauses only their partitions."""
+
+    def __init__(self, topics: Iterable[str], delay: float,
+                 pause: Callable[[list[TopicPartition]], Any],
+                 resume: Callable[[list[TopicPartition]], Any],
+                 clock: Callable[[], float] = time.time) -> None:
+        self.topics = frozenset(topics)
+        self.delay = delay
+        self._pause = pause
+        self._resume = resume
+        self._clock = clock
+        self._held: dict[tuple[str, int], collections.deque[Message]] = {}
+
+    @property
+    def held(self) -> int:
+        """Records waiting."""
+        return sum(len(q) for q in self._held.values())
+
+    def _due(self, record: Message) -> float:
+        kind, millis = record.timestamp()
+        return (millis / 1000.0 + self.delay) if kind and millis >= 0 else 0.0
+
+    def admit(self, records: list[Message]) -> list[Message]:
+        """The records that may be handed out now, in order; the others are held."""
+        if not self.topics:
+            return records
+        now = self._clock()
+        out = []
+        for record in records:
+            key = (record.topic(), record.partition())
+            queue = self._held.get(key)
+            if queue is not None:
+                queue.append(record)  # behind a held record: keep the partition's order
+            elif key[0] not in self.topics or self._due(record) <= now:
+                out.append(record)
+            else:
+                self._held[key] = collections.deque([record])
+                try:
+                    self._pause([TopicPartition(key[0], key[1])])
+                except Exception as exc:  # noqa: BLE001 - holding still works, it only fetches more
+                    LOG.warning("Could not pause %s[%d] for its retry delay: %s", key[0], key[1], exc)
+        return out
+
+    def release(self, limit: int) -> list[Message]:
+        """Up to ``limit`` held records that are due now; resume partitions left empty."""
+        if not self._held:
+            return []
+        now = self._clock()
+        out: list[Message] = []
+        for key in list(self._held):
+            queue = self._held[key]
+            while queue and len(out) < limit and self._due(queue[0]) <= now:
+                out.append(queue.popleft())
+            if not queue:
+                del self._held[key]
+                try:
+                    self._resume([TopicPartition(key[0], key[1])])
+                except Exception as exc:  # noqa: BLE001
+                    LOG.warning("Could not resume %s[%d]: %s", key[0], key[1], exc)
+            if len(out) >= limit:
+                break
+        return out
+
+    def seconds_to_next(self) -> float | None:
+        """Seconds until the next held record is due (0 if one is), None if none is held."""
+        if not self._held:
+            return None
+        now = self._clock()
+        return max(0.0, min(self._due(q[0]) for q in self._held.values()) - now)
+
+    def drop(self, partitions: Iterable[tuple[str, int]]) -> int:
+        """Forget held records of revoked partitions (their next owner reads them); return how many."""
+        dropped = 0
+        for key in partitions:
+            queue = self._held.pop(key, None)
+            if queue:
+                dropped += len(queue)
+        return dropped
+
+    def clear(self) -> None:
+        self._held.clear()

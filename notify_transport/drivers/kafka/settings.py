@@ -1,0 +1,171 @@
+"""The delivery settings of one Kafka listener.
+
+Defaults come from the ``[oslo_messaging_kafka]`` delivery options (with the
+URL query applied); keyword options of ``listen_for_notifications`` (which
+``get_notification_listener(..., **driver_options)`` passes through) override
+them for one listener. Everything is validated here, so a bad combination
+fails when the listener is created, not at the first requeue.
+"""
+from __future__ import annotations
+
+import dataclasses
+import logging
+import re
+import string
+from typing import Any, Mapping
+
+from notify_transport.drivers.kafka.hooks import NO_HOOKS, ListenerHooks, as_hooks
+from notify_transport.drivers.kafka.naming import validate
+from notify_transport.drivers.kafka.options import delivery_opts
+from notify_transport.drivers.kafka.positions import StartPosition, parse_start_position
+from notify_transport.exceptions import ConfigurationError, InvalidTarget
+
+LOG = logging.getLogger(__name__)
+
+COMMIT_BEFORE_DISPATCH = "commit_before_dispatch"
+AT_LEAST_ONCE = "at_least_once"
+DELIVERY_MODES = (COMMIT_BEFORE_DISPATCH, AT_LEAST_ONCE)
+
+DEFAULT_RETRY_TOPIC = "{topic}.retry.{pool}"
+DEFAULT_DEAD_LETTER_TOPIC = "{topic}.dlq"
+#: Values of retry_topic / dead_letter_topic that turn the feature off.
+DISABLED = ("", "none")
+_PLACEHOLDERS = {"topic", "pool"}
+_ILLEGAL_IN_TOPIC = re.compile(r"[^a-zA-Z0-9._-]")
+
+#: Names of the delivery options, all accepted as listener keywords.
+OPTION_NAMES = tuple(opt.name for opt in delivery_opts)
+#: Listener keywords that are not oslo.config options.
+EXTRA_KEYWORDS = ("hooks",)
+
+
+@dataclasses.dataclass(frozen=True)
+class ListenerSettings:
+    """Validated delivery settings; see the option help in :mod:`.options`."""
+
+    delivery_mode: str = COMMIT_BEFORE_DISPATCH
+    workers: int = 1
+    max_in_flight: int = 1000
+    commit_interval: float = 1.0
+    #: template, or None when requeued notifications are not retried
+    retry_topic: str | None = None
+    #: template, or None when there is no dead-letter topic
+    dead_letter_topic: str | None = None
+    max_attempts: int = 3
+    retry_delay: float = 5.0
+    requeue_on_error: bool = True
+    start_position: StartPosition = StartPosition()
+    shutdown_timeout: float = 30.0
+    hooks: ListenerHooks = NO_HOOKS
+
+    @property
+    def at_least_once(self) -> bool:
+        return self.delivery_mode == AT_LEAST_ONCE
+
+    @property
+    def requeue_possible(self) -> bool:
+        """Whether ``requeue()`` leads somewhere (a retry or the dead-letter topic)."""
+        return self.retry_topic is not None or self.dead_letter_topic is not None
+
+    @property
+    def runs_processing(self) -> bool:
+        """Whether the listener runs each dispatch itself (workers, hooks, at-least-once checks)."""
+        return self.workers > 1 or self.hooks.around_dispatch or self.at_least_once
+
+    def retry_topic_for(self, topic: str, pool: str) -> str | None:
+        return None if self.retry_topic is None else topic_name(self.retry_topic, topic, pool)
+
+    def dead_letter_topic_for(self, topic: str, pool: str) -> str | None:
+        if self.dead_letter_topic is None:
+            return None
+        return topic_name(self.dead_letter_topic, topic, pool)
+
+
+def topic_name(template: str, topic: str, pool: str) -> str:
+    """Fill a retry / dead-letter template; the pool is made safe for a topic name."""
+    name = template.format(topic=topic, pool=_ILLEGAL_IN_TOPIC.sub("_", pool))
+    try:
+        validate(name)
+    except InvalidTarget as exc:
+        raise ConfigurationError(f"{template!r} gives an invalid Kafka topic name {name!r}: "
+                                 f"{exc}") from None
+    return name
+
+
+def listener_settings(opts: Any, options: Mapping[str, Any]) -> ListenerSettings:
+    """Settings from the resolved options ``opts`` and a listener's keyword ``options``."""
+    by_name = {opt.name: opt for opt in delivery_opts}
+    values: dict[str, Any] = {}
+    for name in OPTION_NAMES:
+        value = options[name] if name in options else getattr(opts, name)
+        opt = by_name[name]
+        if isinstance(value, str) and name not in ("retry_topic", "dead_letter_topic",
+                                                   "start_position", "delivery_mode"):
+            try:
+                value = opt.type(value)
+            except (ValueError, TypeError) as exc:
+                raise ConfigurationError(f"Kafka listener option {name}={value!r}: {exc}") from None
+        values[name] = value
+    mode = values["delivery_mode"]
+    if mode not in DELIVERY_MODES:
+        raise ConfigurationError(f"delivery_mode must be one of {', '.join(DELIVERY_MODES)}, "
+                                 f"got {mode!r}")
+    for name, low in (("workers", 1), ("max_in_flight", 1), ("max_attempts", 1)):
+        if not isinstance(values[name], int) or isinstance(values[name], bool) or values[name] < low:
+            raise ConfigurationError(f"{name} must be an integer >= {low}, got {values[name]!r}")
+    for name in ("commit_interval", "retry_delay", "shutdown_timeout"):
+        if not isinstance(values[name], (int, float)) or isinstance(values[name], bool) \
+                or values[name] < 0:
+            raise ConfigurationError(f"{name} must be a number of seconds >= 0, got {values[name]!r}")
+    if not isinstance(values["requeue_on_error"], bool):
+        raise ConfigurationError(f"requeue_on_error must be true or false, "
+                                 f"got {values['requeue_on_error']!r}")
+    if values["max_in_flight"] < values["workers"]:
+        raise ConfigurationError(f"max_in_flight ({values['max_in_flight']}) must be at least "
+                                 f"workers ({values['workers']})")
+    at_least_once = mode == AT_LEAST_ONCE
+    retry = _template("retry_topic", values["retry_topic"])
+    if retry is None and values["retry_topic"] is None and at_least_once and values["max_attempts"] > 1:
+        retry = DEFAULT_RETRY_TOPIC
+    if retry is not None and values["max_attempts"] == 1:
+        retry = None  # the first failure is the last attempt: nothing to retry
+    dead = _template("dead_letter_topic", values["dead_letter_topic"])
+    if dead is None and values["dead_letter_topic"] is None and (at_least_once or retry is not None):
+        dead = DEFAULT_DEAD_LETTER_TOPIC
+    if dead is None and at_least_once:
+        raise ConfigurationError("delivery_mode=at_least_once needs a dead_letter_topic: records "
+                                 "that cannot be decoded or processed go there instead of being lost")
+    if dead is None and retry is not None:
+        raise ConfigurationError("retry_topic needs a dead_letter_topic for notifications whose "
+                                 "attempts are exhausted")
+    if retry is not None and "{pool}" not in retry:
+        LOG.warning("retry_topic %r does not contain {pool}: pools sharing a topic would also "
+                    "share its retries and dispatch each other's requeued notifications", retry)
+    return ListenerSettings(
+        delivery_mode=mode, workers=values["workers"], max_in_flight=values["max_in_flight"],
+        commit_interval=float(values["commit_interval"]), retry_topic=retry, dead_letter_topic=dead,
+        max_attempts=values["max_attempts"], retry_delay=float(values["retry_delay"]),
+        requeue_on_error=values["requeue_on_error"],
+        start_position=parse_start_position(values["start_position"]),
+        shutdown_timeout=float(values["shutdown_timeout"]),
+        hooks=as_hooks(options.get("hooks")))
+
+
+def _template(name: str, value: Any) -> str | None:
+    """A topic template, or None when unset or disabled; unknown placeholders are an error."""
+    if value is None:
+        return None
+    if not isinstance(value, str):
+        raise ConfigurationError(f"{name} must be a string, got {value!r}")
+    if value.strip().lower() in DISABLED:
+        return None
+    try:
+        fields = {field for _, field, _, _ in string.Formatter().parse(value) if field is not None}
+    except ValueError as exc:
+        raise ConfigurationError(f"{name} {value!r}: {exc}") from None
+    unknown = fields - _PLACEHOLDERS
+    if unknown:
+        raise ConfigurationError(f"{name} {value!r} uses unknown placeholder(s) "
+                                 f"{', '.join(sorted(unknown))}; known: {{topic}}, {{pool}}")
+    topic_name(value, "topic", "pool")  # a template that cannot name a topic fails now
+    return value

@@ -1,0 +1,201 @@
+"""Replay and positions on real brokers: listener start positions, the partition consumer
+(seek, latest_message_id), iterator readers merged across partitions, no leaked threads."""
+from __future__ import annotations
+
+import contextlib
+import os
+import threading
+import time
+import uuid
+
+import pytest
+from confluent_kafka import Producer
+
+import notify_transport
+from notify_transport import Notifier, Target
+from notify_transport.drivers.kafka.positions import MessageId
+from notify_transport.drivers.kafka.reader import PartitionIterator, merge
+from notify_transport.exceptions import ConfigurationError, MessagingException
+
+pytestmark = pytest.mark.functional
+
+
+def wait_until(predicate, timeout=15.0):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return True
+        time.sleep(0.02)
+    return bool(predicate())
+
+
+class Recorder:
+    def __init__(self):
+        self.ids: list[int] = []
+
+    def info(self, ctxt, publisher_id, event_type, payload, metadata):
+        self.ids.append(payload["i"])
+
+
+def produce(broker, topic: str, values, partition: int | None = None, create_partitions=None):
+    producer = Producer({"bootstrap.servers": broker.bootstrap})
+    for value in values:
+        if partition is None:
+            producer.produce(topic, value)
+        else:
+            producer.produce(topic, value, partition=partition)
+    assert producer.flush(10) == 0
+
+
+def create_topic(driver, topic: str, partitions: int) -> None:
+    from confluent_kafka.admin import NewTopic
+
+    futures = driver._admin.client().create_topics([NewTopic(topic, partitions)], operation_timeout=10)
+    for future in futures.values():
+        future.result(10)
+    driver._admin._wait_visible([topic])
+
+
+@pytest.fixture
+def transport(noida, kafka_conf):
+    made = notify_transport.get_notification_transport(kafka_conf, noida.url())
+    yield made
+    made.cleanup()
+
+
+def native_threads() -> int:
+    return len(os.listdir("/proc/self/task"))
+
+
+# -- listener start positions --------------------------------------------------------------
+
+def test_listener_start_positions_replay_a_pool(transport, unique_topic):
+    topic = unique_topic("replay")
+    pool = f"replay-{uuid.uuid4().hex[:6]}"
+    notifier = Notifier(transport, publisher_id="p", driver="messagingv2", topics=[topic])
+    first = Recorder()
+    server = notify_transport.get_notification_listener(transport, [Target(topic=topic)], [first],
+                                                        pool=pool)
+    server.start()
+    for i in range(4):
+        notifier.info({}, "e", {"i": i})
+    assert transport.flush(10) == 0
+    assert wait_until(lambda: first.ids == [0, 1, 2, 3])
+    server.stop(timeout=10)
+    midpoint = time.time()
+    time.sleep(0.05)
+    for i in range(4, 6):
+        notifier.info({}, "e", {"i": i})
+    assert transport.flush(10) == 0
+
+    def run(start_position, expected):
+        endpoint = Recorder()
+        srv = notify_transport.get_notification_listener(
+            transport, [Target(topic=topic)], [endpoint], pool=pool, start_position=start_position)
+        srv.start()
+        try:
+            assert wait_until(lambda: len(endpoint.ids) >= len(expected), timeout=10)
+            time.sleep(0.5)
+            assert endpoint.ids == expected, start_position
+        finally:
+            srv.stop(timeout=10)
+
+    run("committed", [4, 5])  # the pool's committed offset
+    run("earliest", [0, 1, 2, 3, 4, 5])  # replay everything (and commit that position)
+    run("offset:2", [2, 3, 4, 5])
+    run(f"time:{midpoint}", [4, 5])
+    run("latest", [])
+    run(None, [])  # committed again: latest was committed above
+
+
+def test_a_reader_has_no_committed_position(transport):
+    with pytest.raises(ConfigurationError, match="no consumer group"):
+        transport.driver.partition_consumer("whatever", 0, "committed")
+
+
+# -- the partition consumer ------------------------------------------------------------------
+
+def test_partition_consumer_seek_and_latest_message_id(transport, noida, unique_topic):
+    topic = unique_topic("seek")
+    driver = transport.driver
+    create_topic(driver, topic, 1)
+    with driver.partition_consumer(topic, 0, "earliest") as consumer:
+        assert consumer.latest_message_id() is None  # empty partition
+        assert consumer.receive(timeout=0.3) is None
+        produce(noida, topic, [f"v{i}".encode() for i in range(5)])
+        assert consumer.latest_message_id() == MessageId(topic, 0, 4)
+        first = consumer.receive(timeout=10)
+        assert (first.value, first.id) == (b"v0", MessageId(topic, 0, 0))
+        consumer.seek(MessageId(topic, 0, 3), inclusive=True)
+        assert consumer.receive(timeout=10).value == b"v3"
+        consumer.seek(MessageId(topic, 0, 1), inclusive=False)
+        assert [consumer.receive(timeout=10).offset for _ in range(3)] == [2, 3, 4]
+        assert consumer.receive(timeout=0.3) is None and consumer.position == 5
+        with pytest.raises(ConfigurationError):
+            consumer.seek(MessageId("other", 0, 1))
+    with driver.partition_consumer(topic, 0, "latest") as consumer:
+        assert consumer.receive(timeout=0.3) is None
+        produce(noida, topic, [b"new"])
+        assert consumer.receive(timeout=10).id == MessageId(topic, 0, 5)
+    with driver.partition_consumer(topic, 0, 99) as consumer:  # past the end: clamped
+        assert consumer.position == 6
+
+
+# -- iterator readers ---------------------------------------------------------------------
+
+def test_iterators_per_partition_compose_and_close_without_leaks(transport, noida, unique_topic):
+    topic = unique_topic("iter")
+    driver = transport.driver
+    create_topic(driver, topic, 3)
+    for partition in range(3):
+        produce(noida, topic, [f"{partition}-{i}".encode() for i in range(20)], partition=partition)
+    time.sleep(0.2)
+    python_before = set(threading.enumerate())
+    native_before = native_threads()
+
+    # one partition from an offset, until its end
+    with PartitionIterator(driver.partition_consumer(topic, 1, "offset:15"), until_end=True) as it:
+        assert [r.value for r in it] == [f"1-{i}".encode() for i in range(15, 20)]
+
+    # three partitions merged, until their end
+    iterators = [PartitionIterator(driver.partition_consumer(topic, p, "earliest"), buffer=4,
+                                   until_end=True) for p in range(3)]
+    with merge(iterators, buffer=8) as merged:
+        records = list(merged)
+    assert len(records) == 60
+    for partition in range(3):
+        own = [r for r in records if r.partition == partition]
+        assert [r.value for r in own] == [f"{partition}-{i}".encode() for i in range(20)]
+        assert [r.offset for r in own] == list(range(20))
+
+    # a follow-mode iterator closed while its fetcher waits for more, and one closed mid-way
+    follow = PartitionIterator(driver.partition_consumer(topic, 0, "latest"))
+    assert follow.next(timeout=0.3) is None
+    follow.close()
+    busy = merge([PartitionIterator(driver.partition_consumer(topic, p, "earliest"), buffer=2)
+                  for p in range(3)], buffer=2)
+    assert busy.next(timeout=10) is not None  # fetchers are blocked on full buffers now
+    busy.close()
+
+    # the whole topic through the driver
+    with contextlib.closing(driver.read_topic(topic, "earliest")) as everything:
+        assert len(list(everything)) == 60
+
+    assert wait_until(lambda: set(threading.enumerate()) == python_before, timeout=5)
+    assert wait_until(lambda: native_threads() <= native_before, timeout=10), (
+        f"librdkafka threads left: {native_threads()} > {native_before}")
+
+
+def test_follow_mode_reads_what_arrives_later(transport, noida, unique_topic):
+    topic = unique_topic("follow")
+    driver = transport.driver
+    create_topic(driver, topic, 1)
+    with PartitionIterator(driver.partition_consumer(topic, 0, "earliest")) as it:
+        threading.Timer(0.3, produce, (noida, topic, [b"late-1", b"late-2"])).start()
+        got = [next(it).value, next(it).value]
+    assert got == [b"late-1", b"late-2"]
+
+
+def test_reading_a_missing_topic_is_a_clear_error(transport, unique_topic):
+    with pytest.raises(MessagingException, match="does not exist"):
+        transport.driver.read_topic(unique_topic("missing"))
