@@ -24,6 +24,15 @@ def build(conf: cfg.ConfigOpts, url: str):
     return parsed, opts
 
 
+@pytest.mark.parametrize("query,linger_ms", [
+    ("", 2.0), ("?producer_linger=0", 0.0), ("?producer_batch_timeout=0.01", 10.0),
+    ("?producer_batch_timeout=0.01&producer_linger=0", 10.0),
+])
+def test_linger_from_batch_timeout_else_producer_linger(conf, query, linger_ms):
+    url, opts = build(conf, "kafka://h" + query)
+    assert kc.producer_config(url, opts)["linger.ms"] == linger_ms
+
+
 def test_defaults_match_oslo_and_add_safe_delivery(conf):
     url, opts = build(conf, "kafka://h1:9093,h2")
     producer = kc.producer_config(url, opts)
@@ -32,7 +41,7 @@ def test_defaults_match_oslo_and_add_safe_delivery(conf):
     assert producer["acks"] == "all"
     assert producer["enable.idempotence"] is True
     assert producer["compression.codec"] == "none"
-    assert producer["linger.ms"] == 0.0
+    assert producer["linger.ms"] == 2.0  # producer_batch_timeout=0 falls back to producer_linger
     assert producer["batch.num.messages"] == 16384
     assert producer["message.timeout.ms"] == 30000
     assert not any(k.startswith(("sasl.", "ssl.")) for k in producer)

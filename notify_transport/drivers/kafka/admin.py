@@ -15,6 +15,7 @@ from typing import Any, Iterable
 from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka.admin import AdminClient, NewTopic
 
+from notify_transport.drivers.kafka.config import RDKAFKA_LOG
 from notify_transport.exceptions import MessagingException
 
 LOG = logging.getLogger(__name__)
@@ -37,7 +38,7 @@ class TopicAdmin:
     def client(self) -> AdminClient:
         with self._lock:
             if self._client is None:
-                self._client = AdminClient(self._config)
+                self._client = AdminClient({**self._config, "logger": RDKAFKA_LOG})
             return self._client
 
     def existing_topics(self) -> set[str]:

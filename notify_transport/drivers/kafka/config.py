@@ -8,6 +8,7 @@ already applied), then the escape-hatch dicts ``librdkafka_config`` and
 """
 from __future__ import annotations
 
+import logging
 import types
 from typing import Any
 
@@ -17,6 +18,9 @@ from notify_transport.exceptions import ConfigurationError
 SASL_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "GSSAPI", "OAUTHBEARER")
 COMPRESSION_CODECS = ("none", "gzip", "snappy", "lz4", "zstd")
 DEFAULT_PORT = 9092
+
+#: librdkafka's own log lines go here (as the clients' ``logger``), not to stderr.
+RDKAFKA_LOG = logging.getLogger("notify_transport.drivers.kafka.librdkafka")
 
 
 def bootstrap_servers(url: Any) -> str:
@@ -90,8 +94,9 @@ def producer_config(url: Any, opts: types.SimpleNamespace) -> dict[str, Any]:
         "acks": acks,
         "enable.idempotence": idempotent,
         "compression.codec": codec,
-        # oslo.messaging maps its batch options the same way
-        "linger.ms": opts.producer_batch_timeout * 1000.0,
+        # oslo.messaging maps producer_batch_timeout to linger.ms too; its
+        # default (0) falls back to producer_linger, see the option's help
+        "linger.ms": (opts.producer_batch_timeout or opts.producer_linger) * 1000.0,
         "batch.num.messages": opts.producer_batch_size,
         "message.timeout.ms": max(1, int(opts.delivery_timeout * 1000)),
     })

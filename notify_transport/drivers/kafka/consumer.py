@@ -36,7 +36,7 @@ from notify_transport.drivers.base import IncomingMessage, Listener
 from notify_transport.drivers.envelope import decode_notification
 from notify_transport.drivers.kafka.admin import TopicAdmin
 from notify_transport.drivers.kafka.commit import CommitPolicy
-from notify_transport.drivers.kafka.config import redact
+from notify_transport.drivers.kafka.config import RDKAFKA_LOG, redact
 from notify_transport.drivers.kafka.counters import DeliveryCounters
 from notify_transport.drivers.kafka.deadletter import SideProducer
 from notify_transport.drivers.kafka.message import KafkaMessage
@@ -48,7 +48,6 @@ from notify_transport.drivers.kafka.workers import OrderedWorkers, worker_index
 from notify_transport.exceptions import DecodeError, MessagingException, MessagingTimeout
 
 LOG = logging.getLogger(__name__)
-RDKAFKA_LOG = logging.getLogger("notify_transport.drivers.kafka.librdkafka")
 
 #: Longest single wait inside poll(), so that stop() is noticed quickly.
 STOP_CHECK_INTERVAL = 0.2

@@ -24,11 +24,10 @@ from typing import Any, Callable
 import confluent_kafka
 from confluent_kafka import KafkaError, KafkaException, Message
 
-from notify_transport.drivers.kafka.config import redact
+from notify_transport.drivers.kafka.config import RDKAFKA_LOG, redact
 from notify_transport.drivers.kafka.reporting import RateLimitedLog
 
 LOG = logging.getLogger(__name__)
-RDKAFKA_LOG = logging.getLogger("notify_transport.drivers.kafka.librdkafka")
 
 ORIGINAL_TOPIC = "nt-original-topic"
 ORIGINAL_PARTITION = "nt-original-partition"

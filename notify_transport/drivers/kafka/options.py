@@ -57,6 +57,13 @@ oslo_compat_opts = [
 ]
 
 extra_opts = [
+    cfg.FloatOpt('producer_linger', default=0.002, min=0,
+                 help='Seconds the producer waits to batch notifications when '
+                      'producer_batch_timeout is 0 (its default, which librdkafka '
+                      'would take as "send each message at once", costing several '
+                      'times the CPU per notification). A non-zero '
+                      'producer_batch_timeout takes precedence; set both to 0 for '
+                      'no batching delay at all.'),
     cfg.StrOpt('producer_acks', default='all', choices=['0', '1', 'all'],
                help='How many replicas must acknowledge a notification before '
                     'the broker confirms it (Kafka "acks"). "all" waits for every '

@@ -19,14 +19,13 @@ from typing import Any
 import confluent_kafka
 from confluent_kafka import KafkaError, KafkaException
 
-from notify_transport.drivers.kafka.config import redact
+from notify_transport.drivers.kafka.config import RDKAFKA_LOG, redact
 from notify_transport.drivers.kafka.counters import Counter
 from notify_transport.drivers.kafka.reporting import RateLimitedLog
 from notify_transport.exceptions import MessageDeliveryFailure
 
 LOG = logging.getLogger(__name__)
 #: librdkafka's own log lines, routed into std logging.
-RDKAFKA_LOG = logging.getLogger("notify_transport.drivers.kafka.librdkafka")
 
 #: Errors a re-send cannot fix (or that mean the application dropped the message).
 _PERMANENT = frozenset(getattr(KafkaError, name) for name in (

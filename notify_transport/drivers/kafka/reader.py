@@ -25,13 +25,13 @@ from typing import Any, Iterable, Iterator
 import confluent_kafka
 from confluent_kafka import OFFSET_BEGINNING, OFFSET_END, KafkaError, KafkaException, TopicPartition
 
+from notify_transport.drivers.kafka.config import RDKAFKA_LOG
 from notify_transport.drivers.kafka import config as kafka_config
 from notify_transport.drivers.kafka.positions import (COMMITTED, LATEST, MessageId, StartPosition,
                                                       resolve_offsets)
 from notify_transport.exceptions import ConfigurationError, MessagingException
 
 LOG = logging.getLogger(__name__)
-RDKAFKA_LOG = logging.getLogger("notify_transport.drivers.kafka.librdkafka")
 
 #: Longest wait of one fetch, so that close() is noticed quickly.
 _FETCH_SLICE = 0.1
