@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import re
 
+from notify_transport.drivers.naming import notification_topic
 from notify_transport.exceptions import InvalidTarget
 
 #: Kafka's own limits (kafka.common.internals.Topic).
@@ -16,8 +17,8 @@ _LEGAL = re.compile(r"[a-zA-Z0-9._-]+")
 
 
 def kafka_topic(topic: str, priority: str | None = None, vhost: str | None = None) -> str:
-    """Join the non-empty parts with dots and check the result is a legal Kafka topic."""
-    name = ".".join(part for part in (topic, priority, vhost) if part)
+    """The shared notification topic name, checked to be a legal Kafka topic."""
+    name = notification_topic(topic, priority, vhost)
     validate(name)
     return name
 
