@@ -274,32 +274,42 @@ class NotificationServer:
             batch.extend(listener.poll(timeout=min(wait, POLL_INTERVAL), max_messages=size - len(batch)))
         return batch
 
-    def _settle(self, message: IncomingMessage, result: Any) -> None:
+    def _dispatch(self, message: IncomingMessage) -> Any:
+        """The dispatcher's result; an exception counts as REQUEUE, as in oslo.messaging."""
+        try:
+            return self.dispatcher.dispatch(message)
+        except Exception:
+            LOG.exception("%r: dispatch of %s failed", self, message.coordinates)
+            return NotificationResult.REQUEUE
+
+    def _count(self, result: Any) -> None:
+        stats = self.stats
+        if result != NotificationResult.REQUEUE:
+            stats.dispatched += 1
+        elif self.allow_requeue:
+            stats.requeued += 1
+        else:
+            stats.failed += 1
+
+    def _hand_back(self, message: IncomingMessage, result: Any) -> None:
+        """Requeue or acknowledge, as the result and ``allow_requeue`` say."""
         try:
             if result == NotificationResult.REQUEUE and self.allow_requeue:
-                self.stats.requeued += 1
                 message.requeue()
             else:
                 if result == NotificationResult.REQUEUE:
-                    self.stats.failed += 1
                     LOG.warning("%r: endpoint asked to requeue %s but allow_requeue is off; "
                                 "acknowledging it", self, message.coordinates)
-                else:
-                    self.stats.dispatched += 1
                 message.acknowledge()
         except Exception:
             LOG.exception("%r: could not settle %s", self, message.coordinates)
 
-    def _process_one(self, message: IncomingMessage) -> None:
-        try:
-            result = self.dispatcher.dispatch(message)
-        except Exception:
-            LOG.exception("%r: dispatch of %s failed", self, message.coordinates)
-            result = NotificationResult.REQUEUE
-        self._settle(message, result)
+    def _settle(self, message: IncomingMessage, result: Any) -> None:
+        self._count(result)
+        self._hand_back(message, result)
 
     def _process_each(self, batch: list[IncomingMessage]) -> None:
-        """:meth:`_process_one` for each message, with the common case (handled) inlined."""
+        """:meth:`_dispatch` and :meth:`_settle` for each message, the common case (handled) inlined."""
         dispatch = self.dispatcher.dispatch
         stats = self.stats
         handled = NotificationResult.HANDLED
@@ -330,29 +340,10 @@ class NotificationServer:
 
     def _work(self, message: IncomingMessage) -> Any:
         """Dispatch and settle one message; safe to run on several threads at once."""
-        try:
-            result = self.dispatcher.dispatch(message)
-        except Exception:
-            LOG.exception("%r: dispatch of %s failed", self, message.coordinates)
-            result = NotificationResult.REQUEUE
-        requeue = result == NotificationResult.REQUEUE
+        result = self._dispatch(message)
         with self._stats_lock:
-            if requeue and self.allow_requeue:
-                self.stats.requeued += 1
-            elif requeue:
-                self.stats.failed += 1
-            else:
-                self.stats.dispatched += 1
-        try:
-            if requeue and self.allow_requeue:
-                message.requeue()
-            else:
-                if requeue:
-                    LOG.warning("%r: endpoint asked to requeue %s but allow_requeue is off; "
-                                "acknowledging it", self, message.coordinates)
-                message.acknowledge()
-        except Exception:
-            LOG.exception("%r: could not settle %s", self, message.coordinates)
+            self._count(result)
+        self._hand_back(message, result)
         return result
 
     def _process_batch(self, batch: list[IncomingMessage]) -> None:
