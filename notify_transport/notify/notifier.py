@@ -8,6 +8,7 @@ from typing import Any, Callable, Iterable
 
 from notify_transport import options
 from notify_transport.exceptions import ConfigurationError
+from notify_transport.notify.redaction import redacted_dict
 from notify_transport.serializer import NoOpSerializer, Serializer
 from notify_transport.target import Target
 
@@ -89,6 +90,9 @@ def sanitize_context(ctxt: Any) -> Any:
         if SECRET_CONTEXT_KEYS.isdisjoint(ctxt):
             return ctxt
         return {k: v for k, v in ctxt.items() if k not in SECRET_CONTEXT_KEYS}
+    fast = redacted_dict(ctxt)
+    if fast is not None:
+        return fast
     redact = getattr(ctxt, "redacted_copy", None)
     if callable(redact):
         return redact()

@@ -53,3 +53,22 @@ def test_decode_notification_requires_event_type_and_priority():
     with pytest.raises(DecodeError, match="event_type"):
         envelope.decode_notification(envelope.encode({"priority": "INFO"}, {}))
     assert envelope.decode_notification(envelope.encode(MSG, {}))[1] == MSG
+
+
+def test_standard_keys_take_the_short_path_and_others_are_still_scanned():
+    # only the notifier's keys: no scan needed, the dict context is returned as is
+    ctxt = {"user": "u"}
+    assert envelope.split_context(dict(MSG, _context=ctxt)) == (ctxt, MSG)
+    assert envelope.split_context(dict(MSG)) == ({}, MSG)
+    # both styles in one message (a relay that added prefixed keys): merged, original untouched
+    body = dict(MSG, _context=ctxt, _context_tenant="t", extra=1)
+    got_ctxt, got_msg = envelope.split_context(body)
+    assert got_ctxt == {"user": "u", "tenant": "t"} and ctxt == {"user": "u"}
+    assert got_msg == dict(MSG, extra=1)
+
+
+@pytest.mark.parametrize("bad", [{"event_type": 1, "priority": "INFO"}, {"event_type": "e"},
+                                 {"event_type": "e", "priority": None}])
+def test_decode_notification_names_what_is_wrong(bad):
+    with pytest.raises(DecodeError, match="not a notification"):
+        envelope.decode_notification(envelope.encode(bad, {}))

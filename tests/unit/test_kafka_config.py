@@ -54,7 +54,19 @@ def test_defaults_match_oslo_and_add_safe_delivery(conf):
     assert consumer["max.partition.fetch.bytes"] == 1024 * 1024
     assert consumer["session.timeout.ms"] == 45000
     assert consumer["heartbeat.interval.ms"] == 3000
+    assert consumer["queued.min.messages"] == 5000
+    assert consumer["fetch.queue.backoff.ms"] == 10
     assert "acks" not in consumer and "group.id" not in producer
+
+
+def test_prefetch_bound_from_the_url_and_consumer_config_wins(conf):
+    url, opts = build(conf, "kafka://h?prefetch_messages=200&prefetch_backoff=0.05")
+    consumer = kc.consumer_config(url, opts, "pool-a")
+    assert (consumer["queued.min.messages"], consumer["fetch.queue.backoff.ms"]) == (200, 50)
+    url, opts = build(conf, "kafka://h?consumer_config=queued.min.messages:9")
+    assert kc.consumer_config(url, opts, "pool-a")["queued.min.messages"] == "9"
+    with pytest.raises(InvalidTransportURL, match="prefetch_messages"):
+        build(conf, "kafka://h?prefetch_messages=0")
 
 
 def test_ipv6_hosts_are_bracketed(conf):

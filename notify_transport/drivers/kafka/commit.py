@@ -7,7 +7,9 @@ touching the loop:
 
 * ``on_assigned(partitions)`` after the listener took partitions (positions set);
 * ``on_polled(records)`` with every record a poll is about to return or skip,
-  before they are decoded and handed out;
+  before they are decoded and handed out; it may return a callable that the
+  loop calls once they are decoded, before handing them out (a commit that
+  runs while the batch is decoded is waited for there);
 * ``on_undecodable(record, error)`` for a record that is skipped;
 * ``on_ack`` / ``on_requeue`` (callables or None) attached to each message;
 * ``on_revoke(partitions, lost)`` before partitions go to another listener;
@@ -22,6 +24,8 @@ not None) becomes the consumer's ``on_commit`` callback.
 from __future__ import annotations
 
 import logging
+import queue
+import threading
 import time
 from typing import Any, Callable, Iterable
 
@@ -71,8 +75,8 @@ class CommitPolicy:
     def on_assigned(self, partitions: list[TopicPartition]) -> None:
         pass
 
-    def on_polled(self, records: list[Message]) -> None:
-        pass
+    def on_polled(self, records: list[Message]) -> Callable[[], None] | None:
+        return None
 
     def on_undecodable(self, record: Message, error: Exception) -> None:
         pass
@@ -95,11 +99,71 @@ class CommitPolicy:
         return 0
 
 
+class _CommitJob:
+    """One synchronous commit run by a :class:`BackgroundCommitter`, and its outcome."""
+
+    __slots__ = ("offsets", "started", "done", "error")
+
+    def __init__(self, offsets: list[TopicPartition]) -> None:
+        self.offsets = offsets
+        self.started = threading.Event()
+        self.done = threading.Event()
+        self.error: KafkaError | None = None
+
+
+class BackgroundCommitter:
+    """A thread that runs synchronous commits, so that the broker's round trip
+    overlaps with decoding the batch instead of adding to it.
+
+    Only one commit is in flight: the polling thread waits for it before it
+    hands the batch out and before it polls again, so offsets are still
+    committed in order and before dispatch. Consumer calls are thread-safe;
+    no poll runs while the commit does.
+    """
+
+    #: Most time the polling thread waits for the commit to have been sent
+    #: before going on with decoding (the thread first needs the GIL to send it).
+    START_WAIT = 0.05
+
+    def __init__(self, commit: Callable[[list[TopicPartition]], KafkaError | None], name: str) -> None:
+        self._commit = commit
+        self._jobs: queue.SimpleQueue[_CommitJob | None] = queue.SimpleQueue()
+        self._thread = threading.Thread(target=self._run, name=f"notify-kafka-commit-{name}", daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        while True:
+            job = self._jobs.get()
+            if job is None:
+                return
+            job.started.set()
+            try:
+                job.error = self._commit(job.offsets)
+            except BaseException as exc:  # noqa: BLE001 - reported to the waiting thread
+                job.error = KafkaError(KafkaError._FAIL, f"commit raised {exc!r}")
+            finally:
+                job.done.set()
+
+    def begin(self, offsets: list[TopicPartition]) -> _CommitJob:
+        job = _CommitJob(offsets)
+        self._jobs.put(job)
+        # let the committer send the request now: it runs while we decode
+        job.started.wait(self.START_WAIT)
+        return job
+
+    def close(self) -> None:
+        self._jobs.put(None)
+        if self._thread is not threading.current_thread():
+            self._thread.join(5.0)
+
+
 class CommitBeforeDispatch(CommitPolicy):
     """oslo.messaging's semantics: a polled batch is committed synchronously before it is returned.
 
     At most once: a listener that dies while processing loses that batch (it
     was committed). ``requeue()`` cannot bring a message back in this mode.
+    The commit runs on a :class:`BackgroundCommitter` while the batch is
+    decoded; the batch is handed out only once the broker confirmed it.
     """
 
     #: Attempts of the synchronous commit before the batch is handed out uncommitted.
@@ -113,29 +177,60 @@ class CommitBeforeDispatch(CommitPolicy):
         self._on_commit_hook = getattr(hooks, "on_commit", None)
         self._hooks = hooks
         self.on_requeue = self._requeue_unsupported if requeuer is None else self._requeue_to_topic
+        self._committer: BackgroundCommitter | None = None
 
-    def on_polled(self, records: list[Message]) -> None:
+    #: Smallest batch whose commit runs while it is decoded; a smaller one
+    #: decodes too fast to hide anything and is committed inline.
+    OVERLAP_MIN_RECORDS = 32
+
+    def on_polled(self, records: list[Message]) -> Callable[[], None] | None:
         offsets = next_offsets(records)
+        if len(records) < self.OVERLAP_MIN_RECORDS:
+            self._settle(offsets, self._commit_with_retries(offsets))
+            return None
+        committer = self._committer
+        if committer is None:
+            committer = self._committer = BackgroundCommitter(self._commit_with_retries, self.name)
+        job = committer.begin(offsets)
+
+        def finish() -> None:
+            job.done.wait()
+            self._settle(offsets, job.error)
+        return finish
+
+    def _commit_with_retries(self, offsets: list[TopicPartition]) -> KafkaError | None:
+        """Commit synchronously, retrying what may pass; the last error, or None."""
         for attempt in range(1, self.COMMIT_ATTEMPTS + 1):
             try:
                 self.consumer.commit(offsets=offsets, asynchronous=False)  # type: ignore[union-attr]
-                committed = self.committed
-                for tp in offsets:
-                    committed[(tp.topic, tp.partition)] = tp.offset
-                if self._on_commit_hook is not None:
-                    self._hooks.call("on_commit", [(tp.topic, tp.partition, tp.offset)
-                                                   for tp in offsets], None)
-                return
+                return None
             except KafkaException as exc:
                 err: KafkaError = exc.args[0]
                 if err.fatal() or not err.retriable() or attempt == self.COMMIT_ATTEMPTS:
-                    # Not lost: uncommitted, the batch will be read again by whoever
-                    # owns the partition next; it is still handed out now.
-                    LOG.warning("%s: could not commit offsets %s before dispatch (%s); "
-                                "dispatching anyway, these messages may be delivered again",
-                                self.name, _format(offsets), err.str())
-                    return
+                    return err
                 time.sleep(0.05 * attempt)
+        return None  # pragma: no cover - the loop always returns
+
+    def _settle(self, offsets: list[TopicPartition], err: KafkaError | None) -> None:
+        """In the polling thread: record the commit and tell the hooks, or say why it failed."""
+        if err is not None:
+            # Not lost: uncommitted, the batch will be read again by whoever
+            # owns the partition next; it is still handed out now.
+            LOG.warning("%s: could not commit offsets %s before dispatch (%s); "
+                        "dispatching anyway, these messages may be delivered again",
+                        self.name, _format(offsets), err.str())
+            return
+        committed = self.committed
+        for tp in offsets:
+            committed[(tp.topic, tp.partition)] = tp.offset
+        if self._on_commit_hook is not None:
+            self._hooks.call("on_commit", [(tp.topic, tp.partition, tp.offset)
+                                           for tp in offsets], None)
+
+    def on_close(self) -> None:
+        committer, self._committer = self._committer, None
+        if committer is not None:
+            committer.close()
 
     def _requeue_to_topic(self, message: IncomingMessage) -> None:
         """Already committed: the copy in the retry / dead-letter topic is what brings it back."""

@@ -120,6 +120,10 @@ def consumer_config(url: Any, opts: types.SimpleNamespace, group_id: str) -> dic
         "enable.auto.offset.store": False,
         "auto.offset.reset": opts.auto_offset_reset,
         "max.partition.fetch.bytes": opts.kafka_max_fetch_bytes,
+        # a bounded read-ahead: less memory, and no fetch requests while the
+        # listener is still busy with what it has (see prefetch_messages)
+        "queued.min.messages": opts.prefetch_messages,
+        "fetch.queue.backoff.ms": int(round(opts.prefetch_backoff * 1000)),
         "session.timeout.ms": session_ms,
         "heartbeat.interval.ms": heartbeat_ms,
         "enable.partition.eof": False,

@@ -390,15 +390,20 @@ class KafkaListener(Listener):
         decode = decode_notification
         take = policy.take
         if take is None:
-            policy.on_polled(good)
+            # the policy's commit (if any) runs while the batch is decoded
+            finish = policy.on_polled(good)
             on_ack, on_requeue = policy.on_ack, policy.on_requeue
-            for record in good:
-                try:
-                    ctxt, message = decode(record.value())
-                except DecodeError as exc:
-                    self._skip(record, exc)
-                    continue
-                append(KafkaMessage(ctxt, message, record, on_ack, on_requeue))
+            try:
+                for record in good:
+                    try:
+                        ctxt, message = decode(record.value())
+                    except DecodeError as exc:
+                        self._skip(record, exc)
+                        continue
+                    append(KafkaMessage(ctxt, message, record, on_ack, on_requeue))
+            finally:
+                if finish is not None:
+                    finish()
             return out
         for record in good:
             handle = take(record)

@@ -93,6 +93,15 @@ extra_opts = [
     cfg.FloatOpt('listener_start_timeout', default=30.0, min=0.001,
                  help='Seconds a listener start() waits to join its consumer '
                       'group and get its partitions before failing with an error.'),
+    cfg.IntOpt('prefetch_messages', default=5000, min=1,
+               help='Messages per partition a listener keeps fetched ahead of '
+                    'dispatch (librdkafka queued.min.messages, whose default of '
+                    '100000 can hold up to 64 MB per listener). Once the local '
+                    'queue holds more, fetching pauses for prefetch_backoff.'),
+    cfg.FloatOpt('prefetch_backoff', default=0.01, min=0,
+                 help='Seconds fetching pauses when prefetch_messages are already '
+                      'waiting for dispatch (librdkafka fetch.queue.backoff.ms). '
+                      'Short enough that the queue never runs dry at full speed.'),
     cfg.IntOpt('topic_partitions', default=1, min=1,
                help='Partitions of topics the driver creates when a listener '
                     'subscribes to a topic that does not exist yet.'),

@@ -1,0 +1,100 @@
+"""The redacted context dict of an ``oslo_context.RequestContext``, without the copy.
+
+A notification carries ``ctxt.redacted_copy().to_dict()``. For oslo.context's
+own class that builds a whole new context (about 4 us, as much as the rest of
+a send) only to read 17 values back. :func:`redacted_dict` returns the same
+dict directly, for that exact class only: a subclass may redact or serialize
+more, so it goes through its own methods.
+
+The shortcut is checked once against the real methods on a probe context
+with every field set; if the installed oslo.context builds anything else, the
+shortcut is never used. Unlike ``redacted_copy()``, it does not make the copy
+the thread's current context.
+"""
+from __future__ import annotations
+
+import functools
+import logging
+from typing import Any, Callable
+
+LOG = logging.getLogger(__name__)
+
+#: oslo.context's ``user_idt_format``, spelled as an f-string below (3x cheaper than format)
+_USER_IDT_FORMAT = "{user} {project_id} {domain} {user_domain} {p_domain}"
+
+
+def _build(ctxt: Any, new_request_id: Callable[[], str]) -> dict:
+    """What ``RequestContext.redacted_copy().to_dict()`` returns, key for key, in its order."""
+    user_id, project_id = ctxt.user_id, ctxt.project_id
+    domain_id, user_domain_id = ctxt.domain_id, ctxt.user_domain_id
+    project_domain_id = ctxt.project_domain_id
+    idt_format = type(ctxt).user_idt_format  # the copy's: an instance attribute is not copied
+    return {
+        "user": user_id,
+        "project_id": project_id,
+        "system_scope": ctxt.system_scope,
+        "project": project_id,
+        "domain": domain_id,
+        "user_domain": user_domain_id,
+        "project_domain": project_domain_id,
+        "is_admin": ctxt.is_admin,
+        # the copy is made with these left at their defaults
+        "read_only": False,
+        "show_deleted": False,
+        "auth_token": None,
+        "request_id": ctxt.request_id or new_request_id(),
+        "global_request_id": ctxt.global_request_id,
+        "resource_uuid": None,
+        "roles": ctxt.roles or [],
+        "user_identity": (
+            f"{user_id or '-'} {project_id or '-'} {domain_id or '-'} {user_domain_id or '-'} "
+            f"{project_domain_id or '-'}" if idt_format == _USER_IDT_FORMAT else
+            idt_format.format(
+                user=user_id or "-", project_id=project_id or "-", domain=domain_id or "-",
+                user_domain=user_domain_id or "-", p_domain=project_domain_id or "-")),
+        "is_admin_project": True,
+    }
+
+
+@functools.cache
+def _check() -> tuple[type, Callable[[], str]] | bool:
+    """(the class, its request id generator) if :func:`_build` matches it, else False.
+
+    Compare :func:`_build` with the real methods once; keep the thread's current context."""
+    try:
+        from oslo_context import context as oslo_context
+    except ImportError:
+        return False
+    cls = oslo_context.RequestContext
+    store = getattr(oslo_context, "_request_store", None)
+    saved = getattr(store, "context", None)
+    try:
+        probe = cls(auth_token="tok", user_id="u", project_id="p", domain_id="d",
+                    user_domain_id="ud", project_domain_id="pd", is_admin=True, read_only=True,
+                    show_deleted=True, request_id="req-1", resource_uuid="r", overwrite=False,
+                    roles=["a", "b"], user_name="un", project_name="pn", is_admin_project=False,
+                    service_token="st", service_user_id="su", service_roles=["sr"],
+                    global_request_id="greq-1", system_scope="all")
+        same = (list(probe.redacted_copy().to_dict().items())   # key order too: same JSON bytes
+                == list(_build(probe, oslo_context.generate_request_id).items()))
+        empty = cls(overwrite=False)
+        same = same and (list(empty.redacted_copy().to_dict())
+                         == list(_build(empty, oslo_context.generate_request_id)))
+    except Exception as exc:  # noqa: BLE001 - an unexpected oslo.context: use its own methods
+        LOG.debug("oslo.context redaction shortcut disabled: %s", exc)
+        return False
+    finally:
+        if store is not None:
+            store.context = saved
+    if not same:
+        LOG.debug("oslo.context redaction shortcut disabled: this version builds another dict")
+        return False
+    return cls, oslo_context.generate_request_id
+
+
+def redacted_dict(ctxt: Any) -> dict | None:
+    """``ctxt.redacted_copy().to_dict()`` for oslo.context's own class, else None."""
+    checked = _check()
+    if checked is False or type(ctxt) is not checked[0]:  # type: ignore[index]
+        return None
+    return _build(ctxt, checked[1])  # type: ignore[index]

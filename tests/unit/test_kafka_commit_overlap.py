@@ -1,0 +1,124 @@
+"""Commit before dispatch with the commit running while the batch is decoded."""
+from __future__ import annotations
+
+import logging
+import threading
+
+from confluent_kafka import KafkaError, KafkaException, Message
+
+from notify_transport.drivers.kafka.commit import CommitBeforeDispatch
+from notify_transport.drivers.kafka.consumer import KafkaListener
+from notify_transport.drivers.kafka.hooks import ListenerHooks
+from notify_transport.drivers.envelope import encode
+
+
+def records(n: int, partition: int = 0, value: bytes = b"{}") -> list[Message]:
+    return [Message(topic="t.info", partition=partition, offset=i, value=value) for i in range(n)]
+
+
+class GatedConsumer:
+    """commit() blocks until released, and remembers the thread it ran on."""
+
+    def __init__(self, errors: list[KafkaError] | None = None) -> None:
+        self.release = threading.Event()
+        self.entered = threading.Event()
+        self.commits: list[tuple[list[tuple[str, int, int]], bool, str]] = []
+        self.errors = list(errors or [])
+
+    def commit(self, offsets=None, asynchronous=True):
+        self.entered.set()
+        assert self.release.wait(10)
+        if self.errors:
+            raise KafkaException(self.errors.pop(0))
+        self.commits.append(([(tp.topic, tp.partition, tp.offset) for tp in offsets], asynchronous,
+                             threading.current_thread().name))
+
+
+def policy(consumer, hooks=None) -> CommitBeforeDispatch:
+    p = CommitBeforeDispatch(hooks=hooks or ListenerHooks())
+    p.attach(consumer, "overlap")
+    return p
+
+
+def test_a_large_batch_is_committed_on_another_thread_while_the_caller_goes_on():
+    consumer = GatedConsumer()
+    seen = []
+    p = policy(consumer, ListenerHooks(on_commit=lambda offsets, err: seen.append(
+        (offsets, err, threading.current_thread().name))))
+    finish = p.on_polled(records(40) + records(3, partition=1))
+    assert finish is not None
+    assert consumer.entered.wait(5)  # the commit was sent before on_polled returned ...
+    assert consumer.commits == [] and p.committed == {}  # ... and it is still running
+    done = threading.Event()
+    waiter = threading.Thread(target=lambda: (finish(), done.set()))
+    waiter.start()
+    assert not done.wait(0.2)  # finish() waits for the broker's answer
+    consumer.release.set()
+    assert done.wait(5)
+    waiter.join()
+    offsets, asynchronous, thread = consumer.commits[0]
+    assert sorted(offsets) == [("t.info", 0, 40), ("t.info", 1, 3)] and asynchronous is False
+    assert thread.startswith("notify-kafka-commit-")
+    assert p.committed == {("t.info", 0): 40, ("t.info", 1): 3}
+    # the hook runs in the thread that called finish(), as before
+    assert seen and seen[0][2] == waiter.name
+    p.on_close()
+
+
+def test_a_small_batch_is_committed_inline():
+    consumer = GatedConsumer()
+    consumer.release.set()
+    p = policy(consumer)
+    assert p.on_polled(records(3)) is None
+    assert consumer.commits[0][2] == threading.current_thread().name
+    assert p.committed == {("t.info", 0): 3}
+
+
+def test_a_retriable_error_is_retried_and_a_failure_is_logged_not_recorded(caplog):
+    consumer = GatedConsumer([KafkaError(KafkaError.REQUEST_TIMED_OUT, "slow", retriable=True)])
+    consumer.release.set()
+    p = policy(consumer)
+    p.on_polled(records(50))()
+    assert p.committed == {("t.info", 0): 50} and len(consumer.commits) == 1
+
+    consumer.errors = [KafkaError(KafkaError.ILLEGAL_GENERATION, "rebalanced")]
+    with caplog.at_level(logging.WARNING):
+        p.on_polled(records(60))()
+    assert p.committed == {("t.info", 0): 50}  # unchanged: the batch was not committed
+    assert "could not commit offsets t.info[0]=60 before dispatch" in caplog.text
+    p.on_close()
+
+
+def test_close_stops_the_commit_thread():
+    consumer = GatedConsumer()
+    consumer.release.set()
+    p = policy(consumer)
+    p.on_polled(records(40))()
+    thread = p._committer._thread
+    p.on_close()
+    thread.join(5)
+    assert not thread.is_alive() and p._committer is None
+
+
+def test_the_listener_waits_for_the_commit_even_when_decoding_raises(monkeypatch):
+    consumer = GatedConsumer()
+    consumer.release.set()
+    p = policy(consumer)
+    listener = KafkaListener({"group.id": "g"}, ["t.info"], p)
+    good = encode({"event_type": "e", "priority": "INFO", "payload": {}}, {})
+    out = listener._hand_out(records(40, value=good))
+    assert len(out) == 40 and p.committed == {("t.info", 0): 40}
+
+    import notify_transport.drivers.kafka.consumer as consumer_module
+
+    def explode(raw):
+        raise RuntimeError("boom")
+    monkeypatch.setattr(consumer_module, "decode_notification", explode)
+    try:
+        listener._hand_out(records(45, value=good))
+    except RuntimeError:
+        pass
+    else:  # pragma: no cover
+        raise AssertionError("the error should reach the caller")
+    assert p.committed == {("t.info", 0): 45}  # finished (and recorded) all the same
+    p.on_close()
