@@ -91,6 +91,17 @@ class Listener(abc.ABC):
         """Return 1 to ``max_messages`` messages, or ``[]`` once ``timeout``
         seconds passed or :meth:`stop` was called."""
 
+    def set_hand_out_chunk(self, size: int) -> bool:
+        """Hand a batch taken in one go (e.g. one Kafka commit) out ``size`` messages per poll.
+
+        Each piece is then decoded only when the previous one was processed, so
+        it is freed before the next exists. The rest of the batch is already
+        the caller's: the next polls return it, even after :meth:`stop`, and
+        the caller must poll until it gets ``[]`` before :meth:`cleanup`.
+        Returns False (and changes nothing) when the driver does not do this.
+        """
+        return False
+
     def start(self) -> None:
         """Begin receiving. Returns once messages sent from now on will be received."""
 

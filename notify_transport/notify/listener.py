@@ -31,6 +31,11 @@ _MAX_BACKOFF = 5.0
 #: instead of one message per poll saves a poll, and in Kafka's default mode a
 #: synchronous commit, per message; drivers return as soon as they have one.
 DISPATCH_POLL_SIZE = 500
+#: ... but decoded and dispatched this many at a time where the driver can
+#: (``set_hand_out_chunk``): each piece is freed before the next is decoded,
+#: so hundreds of decoded notifications never live at once, which would make
+#: the garbage collector scan and promote them (about 15% of a Kafka listener).
+DISPATCH_CHUNK = 64
 
 
 class NotificationServer:
@@ -68,6 +73,7 @@ class NotificationServer:
         self._stats_lock = threading.Lock()
         #: the driver listener of the last run, for metrics() after it stopped
         self._last_listener: Listener | None = None
+        self._drain_after_stop = False
 
     def __repr__(self) -> str:
         topics = ",".join(t.topic or "" for t in self.targets)
@@ -94,6 +100,9 @@ class NotificationServer:
                 raise
             except Exception as exc:
                 raise ServerListenError(self.targets, exc) from exc
+            #: the driver holds back part of each batch for us: poll it all before closing
+            self._drain_after_stop = (not self.dispatcher.batch
+                                      and listener.set_hand_out_chunk(DISPATCH_CHUNK))
             if (self.dispatcher.batch and listener.runs_processing
                     and int(self.driver_options.get("workers") or 1) > 1):
                 listener.cleanup()
@@ -246,17 +255,35 @@ class NotificationServer:
                 backoff = min(backoff * 2, _MAX_BACKOFF)
                 continue
             if batch:
-                self.stats.received += len(batch)
-                if self.dispatcher.batch:
-                    self._process_batch(batch)
-                elif submit is not None:
-                    self._submit_each(batch, submit)
-                else:
-                    self._process_each(batch)
+                self._handle(batch, submit)
+        if self._drain_after_stop:
+            self._drain_held_back(listener, submit)
         try:
             listener.commit()
         except Exception:
             LOG.exception("%r: final commit failed", self)
+
+    def _handle(self, batch: list[IncomingMessage], submit: Any) -> None:
+        self.stats.received += len(batch)
+        if self.dispatcher.batch:
+            self._process_batch(batch)
+        elif submit is not None:
+            self._submit_each(batch, submit)
+        else:
+            self._process_each(batch)
+
+    def _drain_held_back(self, listener: Listener, submit: Any) -> None:
+        """After stop(): dispatch what the driver already took for us (in Kafka's
+        default mode it is committed, so nobody else would ever dispatch it)."""
+        while not self._aborting:
+            try:
+                batch = listener.poll(timeout=0, max_messages=DISPATCH_POLL_SIZE)
+            except Exception:
+                LOG.exception("%r: polling what was received before the stop failed", self)
+                return
+            if not batch:
+                return
+            self._handle(batch, submit)
 
     def _next_batch(self, listener: Listener) -> list[IncomingMessage]:
         if not self.dispatcher.batch:

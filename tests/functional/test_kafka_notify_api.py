@@ -207,3 +207,40 @@ def test_all_priorities(api, unique_topic):
     assert sorted((prio, payload["via"]) for prio, _, _, payload in got) == sorted(
         [(p, p) for p in PRIORITIES] + [("warn", "warning")])
     assert len(endpoint.settle()) == 8
+
+
+def test_graceful_stop_dispatches_everything_it_committed(api, unique_topic):
+    """The listener takes (and commits) batches of hundreds but dispatches them in
+    pieces; stopped in the middle, it still dispatches every committed record, and
+    a new listener of the pool starts exactly after them: nothing lost, nothing twice."""
+    transport = api.transport(max_poll_records=400, auto_offset_reset="earliest")
+    topic = unique_topic("stop")
+    pool = f"stop-{uuid.uuid4().hex[:6]}"
+    notifier = Notifier(transport, publisher_id="svc", driver="messagingv2", topics=[topic])
+    count = 1000
+    for i in range(count):  # all there before the listener starts: it takes full batches
+        notifier.info({}, "e", {"i": i})
+    assert transport.flush(10) == 0
+    slow = Endpoint()
+    original = slow.info
+
+    def info(*args):
+        time.sleep(0.002)  # ~1 s per batch of 400: the stop lands inside the first one
+        original(*args)
+    slow.info = info
+    server = notify_transport.get_notification_listener(transport, [Target(topic=topic)], [slow],
+                                                        pool=pool)
+    api.start(server)
+    assert len(slow.wait_for(100, timeout=20)) >= 100
+    assert server.stop(graceful=True, timeout=30) is True
+    first = [p["i"] for _, _, _, p in slow.received]
+    assert first == list(range(len(first)))   # in order, no gap
+    committed = server.metrics()["committed"]
+    assert list(committed.values()) == [len(first)]   # dispatched exactly what it committed
+    assert len(first) < count
+    rest = Endpoint()
+    api.start(notify_transport.get_notification_listener(
+        transport, [Target(topic=topic)], [rest], pool=pool))
+    second = [p["i"] for _, _, _, p in rest.wait_for(count - len(first), timeout=20)]
+    assert second == list(range(len(first), count))   # exactly the rest
+    assert len(rest.settle()) == count - len(first)

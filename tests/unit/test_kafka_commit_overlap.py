@@ -122,3 +122,50 @@ def test_the_listener_waits_for_the_commit_even_when_decoding_raises(monkeypatch
         raise AssertionError("the error should reach the caller")
     assert p.committed == {("t.info", 0): 45}  # finished (and recorded) all the same
     p.on_close()
+
+
+def test_a_chunked_listener_holds_the_rest_of_a_committed_batch_and_returns_it_after_stop(caplog):
+    consumer = GatedConsumer()
+    consumer.release.set()
+    p = policy(consumer)
+    p.OVERLAP_MIN_RECORDS = 10_000  # committed inline: no decoding ahead while it runs
+    listener = KafkaListener({"group.id": "g"}, ["t.info"], p)
+    assert listener.set_hand_out_chunk(50)
+    good = encode({"event_type": "e", "priority": "INFO", "payload": {}}, {})
+    bad = b"not json"
+    batch = records(200, value=good)
+    batch[60] = Message(topic="t.info", partition=0, offset=60, value=bad)
+    first = listener._hand_out(batch)
+    assert p.committed == {("t.info", 0): 200}  # the whole batch went through the policy
+    assert len(first) == 50 and len(listener._ready) == 150  # the rest is held
+    listener._consumer = object()  # as if started; poll() serves what it holds first
+    listener.stop()
+    got = list(first)
+    while True:
+        piece = listener.poll(timeout=0, max_messages=500)
+        if not piece:
+            break
+        assert len(piece) <= 50
+        got += piece
+    assert [m.offset for m in got] == [i for i in range(200) if i != 60]  # in order, bad one skipped
+    assert listener.skipped == 1
+
+    # what is still held at close (an abrupt stop) is counted and logged, not dropped silently
+    listener._ready = records(7, value=good)
+    listener._consumer = type("C", (), {"close": lambda self: None})()
+    with caplog.at_level(logging.WARNING):
+        listener._close_consumer()
+    assert "7 received notification(s) not dispatched at close" in caplog.text
+    assert listener.counters.cancelled.value == 7
+
+
+def test_pieces_are_decoded_ahead_only_while_the_commit_runs():
+    consumer = GatedConsumer()
+    p = policy(consumer)
+    listener = KafkaListener({"group.id": "g"}, ["t.info"], p)
+    listener.set_hand_out_chunk(50)
+    good = encode({"event_type": "e", "priority": "INFO", "payload": {}}, {})
+    threading.Timer(0.3, consumer.release.set).start()  # the broker answers late
+    first = listener._hand_out(records(400, value=good))
+    assert len(first) == 400 and not listener._ready  # everything decoded while it waited
+    p.on_close()

@@ -212,3 +212,67 @@ def test_workers_with_a_batch_listener_is_refused():
     with pytest.raises(ConfigurationError, match="workers"):
         server.start()
     assert stub.cleaned
+
+
+class ChunkingListener(Listener):
+    """Takes one batch of ``count`` at the first poll and hands it out ``chunk`` at a time,
+    also after stop(), as a driver that committed the whole batch must (set_hand_out_chunk)."""
+
+    def __init__(self, count, support=True):
+        super().__init__()
+        self.held = [IncomingMessage({}, {"priority": "INFO", "event_type": "e", "publisher_id": "p",
+                                          "payload": {"i": i}}, topic="t", partition=0, offset=i)
+                     for i in range(count)]
+        self.support = support
+        self.chunk = None
+        self.polls_after_stop = 0
+
+    def set_hand_out_chunk(self, size):
+        if self.support:
+            self.chunk = size
+        return self.support
+
+    def poll(self, timeout=None, max_messages=1):
+        if self.stopped:
+            self.polls_after_stop += 1
+        if self.held and (self.chunk or not self.stopped):
+            size = min(max_messages, self.chunk or len(self.held))
+            out, self.held = self.held[:size], self.held[size:]
+            return out
+        self._stopped.wait(timeout)
+        return []
+
+
+def test_what_the_driver_held_back_is_dispatched_after_a_graceful_stop():
+    stub = ChunkingListener(300)
+    release = threading.Event()
+    endpoint = Endpoint(release=release)
+    server = get_notification_listener(StubTransport(stub), [Target(topic="t")], [endpoint])
+    server.start()
+    assert stub.chunk == 64  # asked for pieces of DISPATCH_CHUNK
+    assert wait_until(lambda: len(endpoint.seen) == 1)
+    server.stop()  # while the first piece is being dispatched
+    release.set()
+    assert server.wait(10)
+    assert endpoint.seen == list(range(300))  # all of it, in order
+    assert stub.polls_after_stop >= 2 and server.metrics()["received"] == 300
+
+
+def test_an_abrupt_stop_does_not_drain_and_a_driver_without_chunks_is_not_polled_after_stop():
+    stub = ChunkingListener(300)
+    release = threading.Event()
+    endpoint = Endpoint(release=release)
+    server = get_notification_listener(StubTransport(stub), [Target(topic="t")], [endpoint])
+    server.start()
+    assert wait_until(lambda: len(endpoint.seen) == 1)
+    server.stop(graceful=False)
+    release.set()
+    assert server.wait(10)
+    assert len(endpoint.seen) < 64 and stub.polls_after_stop == 0
+
+    plain = ChunkingListener(10, support=False)
+    server = get_notification_listener(StubTransport(plain), [Target(topic="t")], [Endpoint()])
+    server.start()
+    assert wait_until(lambda: not plain.held)
+    server.stop()
+    assert server.wait(10) and plain.polls_after_stop <= 1  # only the poll the stop woke

@@ -9,7 +9,8 @@ touching the loop:
 * ``on_polled(records)`` with every record a poll is about to return or skip,
   before they are decoded and handed out; it may return a callable that the
   loop calls once they are decoded, before handing them out (a commit that
-  runs while the batch is decoded is waited for there);
+  runs while the batch is decoded is waited for there; its ``pending()``,
+  when it has one, says whether calling it now would wait);
 * ``on_undecodable(record, error)`` for a record that is skipped;
 * ``on_ack`` / ``on_requeue`` (callables or None) attached to each message;
 * ``on_revoke(partitions, lost)`` before partitions go to another listener;
@@ -196,6 +197,7 @@ class CommitBeforeDispatch(CommitPolicy):
         def finish() -> None:
             job.done.wait()
             self._settle(offsets, job.error)
+        finish.pending = lambda: not job.done.is_set()  # type: ignore[attr-defined]
         return finish
 
     def _commit_with_retries(self, offsets: list[TopicPartition]) -> KafkaError | None:

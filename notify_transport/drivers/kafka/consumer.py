@@ -113,6 +113,10 @@ class KafkaListener(Listener):
         self._aborted = False
         #: partitions the start_position was applied to (only the first assignment replays)
         self._positioned: set[tuple[str, int]] = set()
+        #: see set_hand_out_chunk(): records the policy took (committed before dispatch,
+        #: or stored) and not handed out yet; returned by poll() even after stop()
+        self._chunk: int | None = None
+        self._ready: list[Message] = []
 
     def __repr__(self) -> str:
         return f"<{self.name}>"
@@ -293,7 +297,16 @@ class KafkaListener(Listener):
         self._errors.log(logging.WARNING, code, "%s: %s", self.name, err.str())
 
     # -- polling --------------------------------------------------------------
+    def set_hand_out_chunk(self, size: int) -> bool:
+        self._chunk = max(1, int(size))
+        return True
+
     def poll(self, timeout: float | None = None, max_messages: int = 1) -> list[IncomingMessage]:
+        if self._ready:
+            with self._lock:
+                taken = self._take_ready(max_messages)
+            if taken:
+                return taken
         consumer = self._consumer
         if consumer is None:
             if self.stopped:
@@ -383,28 +396,35 @@ class KafkaListener(Listener):
         return self._hand_out(good)
 
     def _hand_out(self, good: list[Message]) -> list[IncomingMessage]:
-        """Commit policy told, then decode; undecodable records are skipped (or dead-lettered)."""
+        """Commit policy told, then decode; undecodable records are skipped (or dead-lettered).
+
+        With a hand-out chunk, only the first pieces are decoded now (more of
+        them while the policy's commit is still in flight); the rest waits in
+        ``_ready`` for the next polls.
+        """
         policy = self.policy
-        out = []
-        append = out.append
-        decode = decode_notification
         take = policy.take
         if take is None:
             # the policy's commit (if any) runs while the batch is decoded
             finish = policy.on_polled(good)
-            on_ack, on_requeue = policy.on_ack, policy.on_requeue
             try:
-                for record in good:
-                    try:
-                        ctxt, message = decode(record.value())
-                    except DecodeError as exc:
-                        self._skip(record, exc)
-                        continue
-                    append(KafkaMessage(ctxt, message, record, on_ack, on_requeue))
+                chunk = self._chunk
+                if chunk is None or len(good) <= chunk:
+                    return self._decode(good)
+                pending = getattr(finish, "pending", None)
+                out = self._decode(good[:chunk])
+                taken = chunk
+                while taken < len(good) and (not out or (pending is not None and pending())):
+                    out += self._decode(good[taken:taken + chunk])
+                    taken += chunk
+                self._ready.extend(good[taken:])
+                return out
             finally:
                 if finish is not None:
                     finish()
-            return out
+        out = []
+        append = out.append
+        decode = decode_notification
         for record in good:
             handle = take(record)
             try:
@@ -413,6 +433,32 @@ class KafkaListener(Listener):
                 self._skip(record, exc)
                 continue
             append(KafkaMessage(ctxt, message, record, handle.on_ack, handle.on_requeue))
+        return out
+
+    def _decode(self, records: list[Message]) -> list[IncomingMessage]:
+        """Messages of records the policy already took; undecodable ones are skipped."""
+        out = []
+        append = out.append
+        decode = decode_notification
+        on_ack, on_requeue = self.policy.on_ack, self.policy.on_requeue
+        for record in records:
+            try:
+                ctxt, message = decode(record.value())
+            except DecodeError as exc:
+                self._skip(record, exc)
+                continue
+            append(KafkaMessage(ctxt, message, record, on_ack, on_requeue))
+        return out
+
+    def _take_ready(self, max_messages: int) -> list[IncomingMessage]:
+        """The next piece of ``_ready`` (held by the caller's lock), decoded."""
+        ready = self._ready
+        size = max(1, min(max_messages, self._chunk or len(ready)))
+        out: list[IncomingMessage] = []
+        while ready and not out:
+            piece = ready[:size]
+            del ready[:size]
+            out = self._decode(piece)
         return out
 
     def _skip(self, record: Message, exc: Exception) -> None:
@@ -560,6 +606,13 @@ class KafkaListener(Listener):
         except Exception:  # noqa: BLE001
             LOG.exception("%s: commit policy failed on close", self.name)
         self._consumer = None
+        if self._ready:
+            # an abrupt stop (or a caller that did not poll them): taken, never dispatched
+            LOG.warning("%s: %d received notification(s) not dispatched at close", self.name,
+                        len(self._ready))
+            for _ in self._ready:
+                self.counters.cancelled.incr()
+            self._ready = []
         try:
             consumer.close()
         except (KafkaException, RuntimeError) as exc:
