@@ -170,6 +170,20 @@ def decode(raw: bytes | str | dict) -> tuple[dict, dict]:
 
 def decode_notification(raw: bytes | str | dict) -> tuple[dict, dict]:
     """Like :func:`decode`, and check the message looks like a notification."""
+    if type(raw) is bytes and orjson is not None:
+        # the common case in one go: a 2.0 envelope around a notification with a
+        # ``_context`` dict and nothing else; anything unusual takes the general path
+        try:
+            body = _orjson_loads(raw)
+            if type(body) is dict and body.get(VERSION_KEY) == ENVELOPE_VERSION:
+                message = _orjson_loads(body[MESSAGE_KEY])
+                if type(message) is dict and message.keys() <= _NOTIFICATION_KEYS:
+                    ctxt = message.pop(CONTEXT_KEY, None)
+                    if ((ctxt is None or type(ctxt) is dict) and type(message.get("event_type")) is str
+                            and type(message.get("priority")) is str):
+                        return (ctxt if ctxt is not None else {}), message
+        except (_OrjsonDecodeError, KeyError, TypeError):
+            pass
     ctxt, message = split_context(unwrap(raw))
     if type(message.get("event_type")) is not str or type(message.get("priority")) is not str:
         missing = [k for k in ("event_type", "priority") if not isinstance(message.get(k), str)]

@@ -72,3 +72,22 @@ def test_standard_keys_take_the_short_path_and_others_are_still_scanned():
 def test_decode_notification_names_what_is_wrong(bad):
     with pytest.raises(DecodeError, match="not a notification"):
         envelope.decode_notification(envelope.encode(bad, {}))
+
+
+@pytest.mark.parametrize("ctxt_value, extra", [({"user": "u"}, {}), (None, {}), ({}, {"_context_tenant": "t"}),
+                                               ({"user": "u"}, {"custom": 1})])
+def test_the_common_case_shortcut_decodes_like_the_general_path(ctxt_value, extra):
+    inner = dict(MSG, **extra)
+    if ctxt_value is not None:
+        inner["_context"] = ctxt_value
+    raw = json.dumps({"oslo.version": "2.0", "oslo.message": json.dumps(inner)}).encode()
+    assert envelope.decode_notification(raw) == envelope.split_context(envelope.unwrap(raw))
+
+
+@pytest.mark.parametrize("inner", ['{"_context": 5, "event_type": "e", "priority": "INFO"}',
+                                   '{"_context": {}, "event_type": 1, "priority": "INFO"}',
+                                   '["not", "an", "object"]', "{broken"])
+def test_the_shortcut_leaves_bad_envelopes_to_the_general_path(inner):
+    raw = json.dumps({"oslo.version": "2.0", "oslo.message": inner}).encode()
+    with pytest.raises(DecodeError):
+        envelope.decode_notification(raw)
