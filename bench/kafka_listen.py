@@ -56,9 +56,26 @@ class _Counter:
 
 
 def run(impl: str, bootstrap: str, topic_base: str, group: str, expected: int,
-        max_seconds: float = 20.0, idle_seconds: float = 3.0) -> dict:
+        max_seconds: float = 20.0, idle_seconds: float = 3.0, decode_group: str | None = None) -> dict:
+    """The dispatch rate of ``impl``; for raw with ``decode_group``, also the rate of a
+    raw consumer that decodes every record with orjson (``decode_rate``), in that group."""
+    result = _run(impl, bootstrap, topic_base, group, expected, max_seconds, idle_seconds, False)
+    if impl == "raw" and decode_group:
+        floor = _run(impl, bootstrap, topic_base, decode_group, expected, max_seconds,
+                     idle_seconds, True)
+        result["decode_rate"] = floor["rate"]
+        if "cpu_us_per_msg" in floor:
+            result["decode_cpu_us_per_msg"] = floor["cpu_us_per_msg"]
+        if "note" in floor:
+            result["note"] = f"{result.get('note', '')} decode pass: {floor['note']}".strip()
+    return result
+
+
+def _run(impl: str, bootstrap: str, topic_base: str, group: str, expected: int,
+         max_seconds: float, idle_seconds: float, raw_decode: bool) -> dict:
     counter = _Counter(expected)
-    options = {"decode": False, "on_count": counter.on_count} if impl == "raw" else {}
+    options = ({"decode": "batch" if raw_decode else False, "on_count": counter.on_count}
+               if impl == "raw" else {})
     receiver = make_receiver(impl, bootstrap, topic_base, group, counter.on_message, **options)
     receiver.start()
     started = time.monotonic()

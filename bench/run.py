@@ -287,10 +287,14 @@ class Run:
                 for impl in self.impls:
                     group = f"{self.prefix}-pool-{impl}-p{partitions}-{n}"
                     brokers.commit_start_offsets(self.bootstrap, group, topic)
+                    extra = {}
+                    if impl == "raw":  # and the decoding floor: consume + decode every record
+                        extra["decode_group"] = f"{group}-decode"
+                        brokers.commit_start_offsets(self.bootstrap, extra["decode_group"], topic)
                     result = run_worker("bench.kafka_listen:run", dict(
                         impl=impl, bootstrap=self.bootstrap, topic_base=base, group=group,
                         expected=s.listen_count, max_seconds=s.listen_max_seconds,
-                        idle_seconds=s.listen_idle_seconds),
+                        idle_seconds=s.listen_idle_seconds, **extra),
                         timeout=s.listen_max_seconds + 90, name=f"{key}/{impl}")
                     rounds[impl].append(result)
                     self.progress(key, impl, result, n)

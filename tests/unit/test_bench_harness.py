@@ -71,7 +71,7 @@ def _results():
         "kafka_send": {"ours": {"rate": 120_000.0, "cpu_us_per_msg": 8.0}, "oslo": {"rate": 10_000.0},
                        "raw": {"rate": 200_000.0}},
         "kafka_listen_p1": {"ours": {"rate": 50_000.0}, "oslo": {"rate": 10_000.0},
-                            "raw": {"rate": 300_000.0}},
+                            "raw": {"rate": 300_000.0, "decode_rate": 200_000.0}},
         "kafka_e2e": {"ours": {"p50_ms": 1.0, "p99_ms": 12.0}, "oslo": {"error": "boom"},
                       "raw": {"p50_ms": 0.5, "p99_ms": 3.0, "note": "fine"}},
         "rpc_call_seq": {"ours": {"p50_ms": 1.0, "p99_ms": 2.0}, "oslo": {"p50_ms": 3.0, "p99_ms": 9.0}},
@@ -94,6 +94,10 @@ def test_evaluate_gives_ratios_and_verdicts():
     assert p99.notes == []
     call = rows[("rpc_call_seq", "RPC call latency p50 (sequential)")]
     assert call.verdict == "PASS" and call.vs_raw is None
+    # the decoding floor row: raw's decode_rate, no oslo cell, no target
+    floor = rows[("kafka_listen_p1", "  raw = consume + orjson decode of each record")]
+    assert floor.values == {"ours": 50_000.0, "oslo": None, "raw": 200_000.0}
+    assert floor.vs_raw == pytest.approx(0.25) and floor.vs_oslo is None and floor.verdict == "-"
     # measures without results are not shown
     assert not any(r.measure == "kafka_listen_p6" for r in rows.values())
 
