@@ -5,6 +5,8 @@ on first use: one publishes (requests, replies, notifications) and one
 consumes (the reply queue and every listener, one channel each). Keeping
 publishers off the consuming connection is RabbitMQ's advice: when the broker
 blocks publishers under memory pressure, consumers still drain the queues.
+Callers publish on their own thread, and read what they wait for themselves
+when they can (see ``connection``): the I/O threads handle the rest.
 """
 from __future__ import annotations
 

@@ -1,21 +1,24 @@
 """Publishing with publisher confirms on one channel, many messages in flight.
 
-Callers on any thread hand a :class:`PendingPublish` to the I/O thread and
-wait on it (or get a callback). The I/O thread declares what the message
-needs (exchange, and for notifications the default queue) with ``nowait``
-declarations, which the broker processes in channel order before the
-publish, so no round trip is spent on them. Confirms (``Basic.Ack``, possibly
-``multiple``) complete messages; a ``Basic.Return`` before the ack marks a
-mandatory message unroutable. Messages whose channel or connection was lost
-before the confirm go back to a backlog and are published again after the
-reconnect, within their ``retry`` budget (a duplicate is possible then, which
-is why messages carry oslo's ``_unique_id`` for receivers to drop repeats).
+Callers on any thread publish a :class:`PendingPublish` themselves, under the
+connection's I/O lock, and wait on it (or get a callback); a cast reads its
+own confirm when it can (:meth:`Publisher.publish_and_wait`). Publishing
+declares what the message needs (exchange, and for notifications the default
+queue) with ``nowait`` declarations, which the broker processes in channel
+order before the publish, so no round trip is spent on them. Confirms
+(``Basic.Ack``, possibly ``multiple``) complete messages; a ``Basic.Return``
+before the ack marks a mandatory message unroutable. Messages whose channel
+or connection was lost before the confirm go back to a backlog and are
+published again after the reconnect, within their ``retry`` budget (a
+duplicate is possible then, which is why messages carry oslo's
+``_unique_id`` for receivers to drop repeats).
 """
 from __future__ import annotations
 
 import collections
 import logging
 import threading
+import time
 from typing import Callable
 
 import pika
@@ -37,7 +40,7 @@ class PendingPublish:
 
     __slots__ = ("exchange", "routing_key", "body", "properties", "mandatory", "queue", "retry",
                  "attempts", "channel_errors", "returned", "error", "cancelled", "_pending_return",
-                 "_event", "_on_done")
+                 "_done", "_unfinished", "_on_done")
 
     def __init__(self, exchange: ExchangeSpec, routing_key: str, body: bytes,
                  properties: pika.BasicProperties, mandatory: bool = False,
@@ -57,7 +60,10 @@ class PendingPublish:
         self.error: BaseException | None = None
         self.cancelled = False
         self._pending_return: str | None = None
-        self._event = threading.Event()
+        self._done = False
+        # Held until finished: waiting is acquiring it (a bare lock, cheaper than an Event).
+        self._unfinished = threading.Lock()
+        self._unfinished.acquire()
         self._on_done = on_done
 
     def __repr__(self) -> str:
@@ -65,31 +71,46 @@ class PendingPublish:
 
     @property
     def done(self) -> bool:
-        return self._event.is_set()
+        return self._done
 
     @property
     def ok(self) -> bool:
         """Confirmed by the broker and routed to at least one queue."""
-        return self._event.is_set() and self.error is None and self.returned is None
+        return self._done and self.error is None and self.returned is None
 
     def wait(self, timeout: float | None = None) -> bool:
-        return self._event.wait(timeout)
+        if self._done:
+            return True
+        if self._unfinished.acquire(True, -1 if timeout is None else max(timeout, 0.0)):
+            self._unfinished.release()  # for any other waiter
+        return self._done
 
     def cancel(self) -> None:
         """The sender gave up: do not publish it if it has not gone out yet."""
         self.cancelled = True
 
     def finish(self, error: BaseException | None = None, returned: str | None = None) -> None:
-        if self._event.is_set():
+        if self._done:
             return
         self.error = error
         self.returned = returned
-        self._event.set()
+        self._done = True
+        try:
+            self._unfinished.release()
+        except RuntimeError:  # finished by two threads at once (only when closing): once is enough
+            return
         if self._on_done is not None:
             try:
                 self._on_done(self)
             except Exception:
                 LOG.exception("Callback of %r failed", self)
+
+
+def _route_confirms(channel: Channel, handler: Callable[[int, bool, bool], None] | None) -> None:
+    """Have the connection decode the channel's confirms for ``handler`` (None: pika's callback)."""
+    set_handler = getattr(getattr(channel, "connection", None), "set_confirm_handler", None)
+    if set_handler is not None:
+        set_handler(channel.channel_number, handler)
 
 
 class Publisher(ChannelUser):
@@ -112,12 +133,25 @@ class Publisher(ChannelUser):
         conn.add_user(self)
 
     def publish(self, message: PendingPublish) -> PendingPublish:
-        """Queue ``message`` for the I/O thread (thread-safe) and return it."""
+        """Publish ``message`` now, under the connection's I/O lock (thread-safe), and return it."""
         if self.conn.in_io_thread():
             self._io_send(message)
         else:
-            self.conn.call_soon(self._io_send, message)
+            self.conn.run_locked(self._io_send, message)
         return message
+
+    def publish_and_wait(self, message: PendingPublish, timeout: float | None) -> bool:
+        """Publish ``message`` and wait until it is done; False on timeout.
+
+        The confirm is read on this thread when no other thread reads the
+        channel's connection (taken over before the publish, so that the
+        I/O thread is not woken for it), else awaited from whoever reads.
+        """
+        deadline = None if timeout is None else time.monotonic() + timeout
+        if self.conn.in_io_thread() or not self.conn.read_while_waiting(
+                lambda: message.done, timeout, first=lambda: self._io_send(message)):
+            self.publish(message)
+        return message.wait(None if deadline is None else max(0.0, deadline - time.monotonic()))
 
     # -- I/O thread ----------------------------------------------------------------
     def io_channel_open(self, channel: Channel) -> None:
@@ -126,6 +160,7 @@ class Publisher(ChannelUser):
         if self.confirms:
             channel.confirm_delivery(ack_nack_callback=self._io_on_confirm,
                                      callback=lambda _frame: self._io_ready(channel))
+            _route_confirms(channel, self._io_confirmed)
         else:
             self._io_ready(channel)
 
@@ -157,8 +192,13 @@ class Publisher(ChannelUser):
                 key = str(tag)
                 message.properties.message_id = key
                 self._by_key[key] = message
-            channel.basic_publish(message.exchange.name, message.routing_key, message.body,
-                                  message.properties, mandatory=message.mandatory)
+            fast_publish = getattr(getattr(channel, "connection", None), "fast_publish", None)
+            if fast_publish is not None:
+                fast_publish(channel, message.exchange.name, message.routing_key, message.body,
+                             message.properties, message.mandatory)
+            else:
+                channel.basic_publish(message.exchange.name, message.routing_key, message.body,
+                                      message.properties, mandatory=message.mandatory)
         except (pex.ChannelWrongStateError, pex.ChannelClosed, pex.ConnectionClosed,
                 pex.StreamLostError, pex.ConnectionWrongStateError):
             self._by_key.pop(str(tag), None)
@@ -211,8 +251,11 @@ class Publisher(ChannelUser):
 
     def _io_on_confirm(self, frame: pika.frame.Method) -> None:
         method = frame.method
-        tag = method.delivery_tag
-        if method.multiple:
+        self._io_confirmed(method.delivery_tag, method.multiple,
+                           isinstance(method, pika.spec.Basic.Ack))
+
+    def _io_confirmed(self, tag: int, multiple: bool, acked: bool) -> None:
+        if multiple:
             tags = []
             for pending_tag in self._unconfirmed:
                 if pending_tag > tag:
@@ -220,7 +263,6 @@ class Publisher(ChannelUser):
                 tags.append(pending_tag)
         else:
             tags = [tag]
-        acked = isinstance(method, pika.spec.Basic.Ack)
         if acked:
             self._reopen_failures = 0
         for pending_tag in tags:
@@ -242,6 +284,7 @@ class Publisher(ChannelUser):
     def io_channel_closed(self, channel: Channel, reason: BaseException) -> None:
         if channel is not self._channel:
             return
+        _route_confirms(channel, None)
         self._channel = None
         self._ready = False
         lost = list(self._unconfirmed.values())
