@@ -246,8 +246,13 @@ class RawReceiver(Receiver):
                  on_count: Callable[[int, float], None] | None = None) -> None:
         from confluent_kafka import Consumer
 
-        self.consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": pool,
-                                  "auto.offset.reset": "latest", "enable.partition.eof": False})
+        config = {"bootstrap.servers": bootstrap, "group.id": pool,
+                  "auto.offset.reset": "latest", "enable.partition.eof": False}
+        if decode == "batch":
+            # tuned as ours: a bounded read-ahead, so that while it decodes, its fetcher
+            # does not spin on a broker that answers empty fetches at once (noida-db)
+            config.update({"queued.min.messages": 5000, "fetch.queue.backoff.ms": 10})
+        self.consumer = Consumer(config)
         self.topic = f"{topic_base}.info"
         self.on_message = on_message
         self.on_count = on_count
