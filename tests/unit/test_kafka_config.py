@@ -44,6 +44,7 @@ def test_defaults_match_oslo_and_add_safe_delivery(conf):
     assert producer["linger.ms"] == 2.0  # producer_batch_timeout=0 falls back to producer_linger
     assert producer["batch.num.messages"] == 16384
     assert producer["message.timeout.ms"] == 30000
+    assert producer["delivery.report.only.error"] is True
     assert not any(k.startswith(("sasl.", "ssl.")) for k in producer)
 
     consumer = kc.consumer_config(url, opts, "pool-a")
@@ -199,3 +200,15 @@ def test_oslo_option_names_are_all_present():
         assert opt.name in ours, opt.name
         assert ours[opt.name].default == opt.default
         assert type(ours[opt.name]) is type(opt)
+
+
+@pytest.mark.parametrize("text, value", [("false", False), ("True", True), ("0", False)])
+def test_failure_only_reports_can_be_switched_off_from_the_url(conf, text, value):
+    url, opts = build(conf, f"kafka://h?producer_config=delivery.report.only.error:{text}")
+    assert kc.producer_config(url, opts)["delivery.report.only.error"] is value
+
+
+def test_a_bad_boolean_property_is_a_clear_error(conf):
+    url, opts = build(conf, "kafka://h?producer_config=delivery.report.only.error:maybe")
+    with pytest.raises(ConfigurationError, match="delivery.report.only.error must be true or false"):
+        kc.producer_config(url, opts)

@@ -78,6 +78,22 @@ def common_config(url: Any, opts: types.SimpleNamespace) -> dict[str, Any]:
     return conf
 
 
+#: Properties confluent-kafka reads itself and wants as Python booleans; the
+#: escape-hatch dicts give strings, which are converted.
+_PYTHON_BOOL_PROPERTIES = ("delivery.report.only.error",)
+
+
+def _python_types(conf: dict[str, Any]) -> dict[str, Any]:
+    for key in _PYTHON_BOOL_PROPERTIES:
+        value = conf.get(key)
+        if isinstance(value, str):
+            lowered = value.strip().lower()
+            if lowered not in ("true", "false", "1", "0", "yes", "no"):
+                raise ConfigurationError(f"{key} must be true or false, got {value!r}")
+            conf[key] = lowered in ("true", "1", "yes")
+    return conf
+
+
 def producer_config(url: Any, opts: types.SimpleNamespace) -> dict[str, Any]:
     """Producer properties: delivery guarantees, batching, compression."""
     codec = opts.compression_codec
@@ -99,10 +115,13 @@ def producer_config(url: Any, opts: types.SimpleNamespace) -> dict[str, Any]:
         "linger.ms": (opts.producer_batch_timeout or opts.producer_linger) * 1000.0,
         "batch.num.messages": opts.producer_batch_size,
         "message.timeout.ms": max(1, int(opts.delivery_timeout * 1000)),
+        # failures are reported and counted; successes are what is neither failed
+        # nor pending, which spares a Python callback per notification
+        "delivery.report.only.error": True,
     })
     conf.update(opts.librdkafka_config)
     conf.update(opts.producer_config)
-    return conf
+    return _python_types(conf)
 
 
 def consumer_config(url: Any, opts: types.SimpleNamespace, group_id: str) -> dict[str, Any]:

@@ -153,6 +153,8 @@ class SideProducer:
                     raise KafkaException(KafkaError(KafkaError._DESTROY, "producer closed"))
                 config = dict(self._config)
                 config["logger"] = RDKAFKA_LOG
+                # each copy's success must be reported: only then is its original committed
+                config["delivery.report.only.error"] = False
                 LOG.debug("%s: creating the retry/dead-letter producer: %s", self.name,
                           redact(self._config))
                 self._producer = confluent_kafka.Producer(config)

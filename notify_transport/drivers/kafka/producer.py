@@ -1,8 +1,10 @@
 """The notification producer: one confluent-kafka Producer per driver, shared by all threads.
 
-Every message gets a delivery report: a success is counted, a failure is
-counted and logged with its topic and cause (never the payload), so nothing is
-dropped silently. ``retry`` follows oslo.messaging's meaning:
+A failed delivery is reported, counted and logged with its topic and cause
+(never the payload), so nothing is dropped silently; successes are not
+reported one by one (librdkafka's ``delivery.report.only.error``): a
+notification is delivered once the client no longer holds it and it did not
+fail. ``retry`` follows oslo.messaging's meaning:
 
 * ``None`` or ``-1``: librdkafka retries on its own until ``delivery_timeout``;
 * ``0``: a failed delivery is reported, never re-sent;
@@ -55,8 +57,7 @@ class _Resend:
 
     def __call__(self, err: KafkaError | None, msg: Any) -> None:
         owner = self.owner
-        if err is None:
-            owner.delivered.incr()
+        if err is None:  # only with delivery.report.only.error switched off
             return
         if (self.left > 0 and not owner.closing and not err.fatal()
                 and err.code() not in _PERMANENT):
@@ -88,7 +89,6 @@ class NotificationProducer:
         #: Set by close(): failed deliveries are not re-sent any more.
         self.closing = False
         self.sent = Counter()
-        self.delivered = Counter()
         self.failed = Counter()
         self.failures = RateLimitedLog(LOG)
         self._reporter: threading.Thread | None = None
@@ -179,12 +179,13 @@ class NotificationProducer:
     def _drain(self, producer: confluent_kafka.Producer, timeout: float) -> None:
         remaining = producer.flush(timeout)
         if remaining:
-            pending = self.pending
             LOG.error("%d notification(s) to %s were not confirmed by the broker within %.1fs "
-                      "and are lost", pending, self._url_for_logs, timeout)
+                      "and are lost", remaining, self._url_for_logs, timeout)
             # purged messages get a delivery report with a purge error: counted as failed
             producer.purge(in_queue=True, in_flight=True, blocking=False)
             producer.flush(0)
+            for _ in range(len(producer)):  # reports not served: failed all the same
+                self.failed.incr()
         try:
             producer.close()
         except (KafkaException, RuntimeError):  # already closed / fatal state
@@ -239,9 +240,9 @@ class NotificationProducer:
 
     # -- callbacks (run in whichever thread polls) -----------------------------
     def _on_delivery(self, err: KafkaError | None, msg: Any) -> None:
-        if err is None:
-            self.delivered.incr()
-        else:
+        # only failures are reported (delivery.report.only.error): a report per
+        # confirmed message would cost a Python call and the GIL each
+        if err is not None:
             self.failed.incr()
             self.report_failure(msg.topic(), err)
 
@@ -264,10 +265,12 @@ class NotificationProducer:
     # -- stats ----------------------------------------------------------------
     @property
     def pending(self) -> int:
-        return max(0, self.sent.value - self.delivered.value - self.failed.value)
+        """Notifications neither confirmed nor reported failed: what the client still holds."""
+        producer = self._producer
+        return len(producer) if producer is not None else 0
 
     def stats(self) -> dict[str, int]:
-        delivered, failed = self.delivered.value, self.failed.value
-        sent = self.sent.value
-        return {"sent": sent, "delivered": delivered, "failed": failed,
-                "pending": max(0, sent - delivered - failed)}
+        """``delivered`` is what was sent and is neither failed nor still pending."""
+        failed, pending, sent = self.failed.value, self.pending, self.sent.value
+        return {"sent": sent, "delivered": max(0, sent - failed - pending), "failed": failed,
+                "pending": pending}
