@@ -113,7 +113,8 @@ def test_vhost_isolation():
     assert s.listener._topics[0].endswith(".one")
     nt.Notifier(t, "p", driver="messagingv2").info({}, "e", {})
     assert wait_for(lambda: len(rec.got) == 1)
-    s.stop(); s.wait()
+    s.stop()
+    s.wait()
 
 
 def test_filters(transport, servers):
