@@ -101,15 +101,28 @@ class CommitPolicy:
 
 
 class _CommitJob:
-    """One synchronous commit run by a :class:`BackgroundCommitter`, and its outcome."""
+    """One synchronous commit run by a :class:`BackgroundCommitter`, and its outcome.
 
-    __slots__ = ("offsets", "started", "done", "error")
+    Calling it waits for the outcome and hands it to ``settle`` (in the
+    caller's thread); ``pending()`` says whether that would wait.
+    """
 
-    def __init__(self, offsets: list[TopicPartition]) -> None:
+    __slots__ = ("offsets", "settle", "started", "done", "error")
+
+    def __init__(self, offsets: list[TopicPartition],
+                 settle: Callable[[list[TopicPartition], KafkaError | None], None]) -> None:
         self.offsets = offsets
+        self.settle = settle
         self.started = threading.Event()
         self.done = threading.Event()
         self.error: KafkaError | None = None
+
+    def pending(self) -> bool:
+        return not self.done.is_set()
+
+    def __call__(self) -> None:
+        self.done.wait()
+        self.settle(self.offsets, self.error)
 
 
 class BackgroundCommitter:
@@ -145,8 +158,9 @@ class BackgroundCommitter:
             finally:
                 job.done.set()
 
-    def begin(self, offsets: list[TopicPartition]) -> _CommitJob:
-        job = _CommitJob(offsets)
+    def begin(self, offsets: list[TopicPartition],
+              settle: Callable[[list[TopicPartition], KafkaError | None], None]) -> _CommitJob:
+        job = _CommitJob(offsets, settle)
         self._jobs.put(job)
         # let the committer send the request now: it runs while we decode
         job.started.wait(self.START_WAIT)
@@ -192,13 +206,7 @@ class CommitBeforeDispatch(CommitPolicy):
         committer = self._committer
         if committer is None:
             committer = self._committer = BackgroundCommitter(self._commit_with_retries, self.name)
-        job = committer.begin(offsets)
-
-        def finish() -> None:
-            job.done.wait()
-            self._settle(offsets, job.error)
-        finish.pending = lambda: not job.done.is_set()  # type: ignore[attr-defined]
-        return finish
+        return committer.begin(offsets, self._settle)
 
     def _commit_with_retries(self, offsets: list[TopicPartition]) -> KafkaError | None:
         """Commit synchronously, retrying what may pass; the last error, or None."""

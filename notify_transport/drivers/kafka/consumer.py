@@ -403,45 +403,41 @@ class KafkaListener(Listener):
         ``_ready`` for the next polls.
         """
         policy = self.policy
-        take = policy.take
-        if take is None:
-            # the policy's commit (if any) runs while the batch is decoded
-            finish = policy.on_polled(good)
-            try:
-                chunk = self._chunk
-                if chunk is None or len(good) <= chunk:
-                    return self._decode(good)
-                pending = getattr(finish, "pending", None)
-                out = self._decode(good[:chunk])
-                taken = chunk
-                while taken < len(good) and (not out or (pending is not None and pending())):
-                    out += self._decode(good[taken:taken + chunk])
-                    taken += chunk
-                self._ready.extend(good[taken:])
-                return out
-            finally:
-                if finish is not None:
-                    finish()
-        out = []
-        append = out.append
-        decode = decode_notification
-        for record in good:
-            handle = take(record)
-            try:
-                ctxt, message = decode(record.value())
-            except DecodeError as exc:
-                self._skip(record, exc)
-                continue
-            append(KafkaMessage(ctxt, message, record, handle.on_ack, handle.on_requeue))
-        return out
+        if policy.take is not None:
+            return self._decode(good, policy.take)
+        # the policy's commit (if any) runs while the batch is decoded
+        finish = policy.on_polled(good)
+        try:
+            chunk = self._chunk
+            if chunk is None or len(good) <= chunk:
+                return self._decode(good)
+            pending = getattr(finish, "pending", None)
+            out = self._decode(good[:chunk])
+            taken = chunk
+            while taken < len(good) and (not out or (pending is not None and pending())):
+                out += self._decode(good[taken:taken + chunk])
+                taken += chunk
+            self._ready.extend(good[taken:])
+            return out
+        finally:
+            if finish is not None:
+                finish()
 
-    def _decode(self, records: list[Message]) -> list[IncomingMessage]:
-        """Messages of records the policy already took; undecodable ones are skipped."""
+    def _decode(self, records: list[Message],
+                take: Callable[[Message], Any] | None = None) -> list[IncomingMessage]:
+        """Messages of ``records``; undecodable ones are skipped.
+
+        ``take`` (a tracking policy's) is told of every record first and gives
+        each message its acknowledgement handlers; else they are the policy's.
+        """
         out = []
         append = out.append
         decode = decode_notification
         on_ack, on_requeue = self.policy.on_ack, self.policy.on_requeue
         for record in records:
+            if take is not None:
+                handle = take(record)
+                on_ack, on_requeue = handle.on_ack, handle.on_requeue
             try:
                 ctxt, message = decode(record.value())
             except DecodeError as exc:
