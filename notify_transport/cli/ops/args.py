@@ -110,24 +110,22 @@ def regex(text: str) -> re.Pattern[str]:
         raise argparse.ArgumentTypeError(f"invalid regular expression {text!r}: {exc}") from None
 
 
-def positive_int(text: str) -> int:
+def _whole_number(text: str, minimum: int, requirement: str) -> int:
     try:
         value = int(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+    if value < minimum:
+        raise argparse.ArgumentTypeError(f"{requirement}, got {value}")
     return value
+
+
+def positive_int(text: str) -> int:
+    return _whole_number(text, 1, "must be at least 1")
 
 
 def non_negative_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"must be 0 or more, got {value}")
-    return value
+    return _whole_number(text, 0, "must be 0 or more")
 
 
 def positive_float(text: str) -> float:
