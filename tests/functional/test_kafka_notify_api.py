@@ -11,6 +11,7 @@ import pytest
 
 import notify_transport
 from notify_transport import NotificationFilter, Notifier, Target
+from notify_transport.drivers.kafka.commit import CommitBeforeDispatch
 
 pytestmark = pytest.mark.functional
 
@@ -228,8 +229,11 @@ def test_graceful_stop_dispatches_everything_it_committed(api, unique_topic):
         time.sleep(0.002)  # ~1 s per batch of 400: the stop lands inside the first one
         original(*args)
     slow.info = info
+    # committed inline, the listener decodes no piece ahead while the commit runs, so
+    # most of each batch is always held back when the stop comes (what is tested here)
+    inline = type("InlineCommit", (CommitBeforeDispatch,), {"OVERLAP_MIN_RECORDS": 10 ** 6})
     server = notify_transport.get_notification_listener(transport, [Target(topic=topic)], [slow],
-                                                        pool=pool)
+                                                        pool=pool, commit_policy=inline)
     api.start(server)
     assert len(slow.wait_for(100, timeout=20)) >= 100
     assert server.stop(graceful=True, timeout=30) is True
