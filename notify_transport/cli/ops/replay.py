@@ -41,7 +41,6 @@ EXAMPLES = """\
 def add_parser(sub: Any) -> None:
     p = cli_args.add_command(sub, "replay", "reset a pool's offsets to a time or offset to receive again",
                              DESCRIPTION, EXAMPLES)
-    cli_args.accept_relative_times(p)
     cli_args.add_connection_args(p)
     p.add_argument("--pool", required=True, help="the pool (consumer group) to move")
     p.add_argument("--topic", action="append", type=cli_args.topic_name, metavar="TOPIC",
