@@ -8,11 +8,17 @@ import json
 import re
 
 import pytest
+from hypothesis import given, settings, strategies as st
 
 from notify_transport.cli import main as cli_main
 from notify_transport.cli.ops import args as cli_args
 from notify_transport.cli.ops import lag, replay, tail, timespec, topics
-from notify_transport.cli.ops.cluster import GroupInfo
+from notify_transport.cli.ops.cluster import GroupInfo, Member
+from notify_transport.cli.ops.topic_kinds import TopicKind, TopicNamer
+from notify_transport.drivers.base import PRIORITIES
+from notify_transport.drivers.kafka.settings import DEFAULT_DEAD_LETTER_TOPIC, DEFAULT_RETRY_TOPIC
+from notify_transport.drivers.kafka.settings import topic_name as settings_topic_name
+from notify_transport.drivers.naming import notification_topic
 from notify_transport.cli.ops.output import Progress, table
 from notify_transport.testing.brokers import free_port
 
@@ -254,17 +260,25 @@ def test_tail_filter() -> None:
 def test_lag_rows() -> None:
     partitions = [("n.info", 0), ("n.info", 1), ("n.error", 0)]
     marks = {("n.info", 0): (0, 10), ("n.info", 1): (5, 8), ("n.error", 0): (0, 0)}
-    result = lag.pool_lag(GroupInfo("audit", "stable", 2), partitions,
-                          {("n.info", 0): 7, ("n.info", 1): -1}, marks)
+    partitions.append(("n.info.dlq", 0))
+    marks[("n.info.dlq", 0)] = (0, 4)
+    owner = Member("rdkafka-1", "notify-transport-audit", "/10.0.0.7")
+    info = GroupInfo("audit", "stable", 2, {("n.info", 0): owner})
+    result = lag.pool_lag(info, partitions, {("n.info", 0): 7, ("n.info", 1): -1, ("n.info.dlq", 0): 1},
+                          marks, {"n.info.dlq": "dead-letter"})
     assert [(p.committed, p.end, p.lag) for p in result.partitions] == [(7, 10, 3), (None, 8, None),
-                                                                         (None, 0, None)]
-    assert result.total == 3
-    text = lag.render([result])
-    assert re.search(r"^audit\s+n\.info\s+0\s+7\s+10\s+3$", text, re.MULTILINE)
-    assert re.search(r"^audit\s+n\.info\s+1\s+-\s+8\s+-$", text, re.MULTILINE)
-    assert "pool audit: lag 3 over 3 partition(s); group stable, 2 member(s)" in text
+                                                                         (None, 0, None), (1, 4, None)]
+    assert result.total == 3  # the dead-letter topic is not lag
+    text = lag.render([result], describe=True)
+    assert re.search(r"^audit\s+n\.info\s+notification\s+0\s+7\s+10\s+3\s+notify-transport-audit\s+/10\.0\.0\.7$",
+                     text, re.MULTILINE), text
+    assert re.search(r"^audit\s+n\.info\s+notification\s+1\s+-\s+8\s+-\s+-\s+-$", text, re.MULTILINE)
+    assert re.search(r"^audit\s+n\.info\.dlq\s+dead-letter\s+0\s+1\s+4\s+-", text, re.MULTILINE)
+    summary = lag.render([result], describe=False)
+    assert re.search(r"^audit\s+stable\s+2\s+3\s+3$", summary, re.MULTILINE), summary
     as_json = result.as_dict()
     assert as_json["total_lag"] == 3 and as_json["partitions"][1]["lag"] is None
+    assert as_json["partitions"][0]["host"] == "/10.0.0.7"
 
 
 def test_replay_plan_keeps_offsets_in_range() -> None:
@@ -283,6 +297,7 @@ def test_replay_plan_keeps_offsets_in_range() -> None:
     assert by_time[2].committed is None and by_time[2].again == 5  # never committed: from the end
     text = replay.render(moves)
     assert re.search(r"^t\s+0\s+10\s+6\s+4$", text, re.MULTILINE)
+    assert text.splitlines()[0].split() == ["TOPIC", "PARTITION", "FROM", "TO", "RECEIVED", "AGAIN", "NOTE"]
 
 
 def test_topics_grouped_by_vhost() -> None:
@@ -301,3 +316,50 @@ def test_topics_grouped_by_vhost() -> None:
     only, rest = topics.classify(counts, {}, base_topics=["versioned.notifications"])
     assert list(only) == [None] and [r.topic for r in only[None]] == ["versioned.notifications"]
     assert "notifications.info" in [r.kafka_topic for r in rest]
+
+
+def test_topics_group_retry_and_dead_letter_topics_under_their_base() -> None:
+    counts = {"notifications.info": 1, "notifications.info.retry.billing": 1, "notifications.info.dlq": 1,
+              "notifications.info.prod": 1, "notifications.info.prod.retry.billing": 1,
+              "notifications.info.prod.dlq": 1}
+    by_vhost, other = topics.classify(counts, {})
+    assert not other
+    assert set(by_vhost) == {None, "prod"}  # no vhost "retry.billing" nor "dlq"
+    assert [(r.kafka_topic, r.kind, r.pool) for r in by_vhost[None]] == [
+        ("notifications.info", "notification", None),
+        ("notifications.info.retry.billing", "retry", "billing"),
+        ("notifications.info.dlq", "dead-letter", None)]
+    assert [r.kind for r in by_vhost["prod"]] == ["notification", "retry", "dead-letter"]
+    text = topics.render(by_vhost, other)
+    assert "vhost (no vhost): 1 topic(s), 0 message(s); 2 retry/dead-letter topic(s)" in text
+    assert re.search(r"notifications\s+info\s+retry \(billing\)\s+notifications\.info\.retry\.billing", text)
+
+
+def test_topic_kinds_follow_configured_templates() -> None:
+    from types import SimpleNamespace
+
+    namer = TopicNamer.from_options(SimpleNamespace(retry_topic="retries-{pool}-{topic}",
+                                                    dead_letter_topic="none"))
+    kind = namer.classify("retries-billing-notifications.error.prod")
+    assert (kind.kind, kind.base, kind.priority, kind.vhost, kind.pool) == (
+        "retry", "notifications", "error", "prod", "billing")
+    assert namer.classify("notifications.info.dlq").kind == "notification"  # dead letters disabled
+    assert namer.classify("notifications.info.dlq").vhost == "dlq"
+    assert TopicNamer().classify("metrics").kind == "other"
+    assert TopicNamer().classify("metrics.dlq").kind == "other"  # not from a notification topic
+
+
+@settings(max_examples=60, deadline=None)
+@given(base=st.from_regex(r"[a-z][a-z_]{0,8}", fullmatch=True), prio=st.sampled_from(PRIORITIES),
+       vhost=st.one_of(st.none(), st.from_regex(r"[a-z][a-z0-9]{0,6}", fullmatch=True)),
+       pool=st.from_regex(r"[a-z][a-z0-9_-]{0,8}", fullmatch=True))
+def test_topic_kinds_invert_the_driver_naming(base, prio, vhost, pool) -> None:
+    source = notification_topic(base, prio, vhost)
+    namer = TopicNamer()
+    assert namer.classify(source) == TopicKind(source, "notification", base, prio, vhost)
+    retry = namer.classify(settings_topic_name(DEFAULT_RETRY_TOPIC, source, pool))
+    assert (retry.kind, retry.base, retry.priority, retry.vhost, retry.pool, retry.source) == (
+        "retry", base, prio, vhost, pool, source)
+    dead = namer.classify(settings_topic_name(DEFAULT_DEAD_LETTER_TOPIC, source, pool))
+    assert (dead.kind, dead.base, dead.priority, dead.vhost, dead.source) == ("dead-letter", base, prio, vhost,
+                                                                              source)

@@ -54,12 +54,28 @@ class ClusterError(Exception):
 
 
 @dataclasses.dataclass(frozen=True)
+class Member:
+    """A consumer in a pool, as the group coordinator describes it."""
+
+    member_id: str
+    client_id: str
+    host: str
+
+
+@dataclasses.dataclass(frozen=True)
 class GroupInfo:
     """A pool as the group coordinator describes it."""
 
     pool: str
     state: str
     members: int
+    #: which member holds each assigned partition
+    owners: Mapping[Partition, Member] = dataclasses.field(default_factory=dict)
+
+    @property
+    def unknown(self) -> bool:
+        """The coordinator knows no such group (Kafka describes a group it never saw as dead)."""
+        return self.members == 0 and self.state in ("dead", "unknown")
 
     @property
     def active(self) -> bool:
@@ -149,7 +165,13 @@ class KafkaCluster:
         futures = self._admin.describe_consumer_groups([pool], request_timeout=self.timeout)
         description = self._result(futures[pool], f"describing pool {pool!r}")
         state = getattr(description.state, "name", str(description.state)).lower()
-        return GroupInfo(pool, state, len(description.members or []))
+        owners: dict[Partition, Member] = {}
+        for member in description.members or []:
+            who = Member(member.member_id, member.client_id, member.host)
+            assignment = member.assignment.topic_partitions if member.assignment is not None else []
+            for tp in assignment or []:
+                owners[(tp.topic, tp.partition)] = who
+        return GroupInfo(pool, state, len(description.members or []), owners)
 
     def committed(self, pool: str, partitions: Sequence[Partition] | None = None) -> dict[Partition, int]:
         """The pool's committed offsets (-1 where it has none); all of its partitions when None."""

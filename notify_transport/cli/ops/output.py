@@ -28,6 +28,19 @@ def table(headers: Sequence[str], rows: Sequence[Sequence[Any]], right: Sequence
     return "\n".join([line(list(headers))] + [line(r) for r in cells])
 
 
+def emit(output_format: str, headers: Sequence[str], rows: Sequence[Sequence[Any]], document: Any,
+         right: Sequence[str] = (), table_text: str | None = None) -> None:
+    """Print a result as ``-f`` asks: ``table_text`` (or an aligned table), ``document`` as JSON,
+    or the rows' values separated by spaces (cliff's ``value`` format: no header, for shell loops)."""
+    if output_format == "json":
+        print_json(document)
+    elif output_format == "value":
+        for row in rows:
+            print(" ".join("-" if v is None else str(v) for v in row))
+    else:
+        print(table_text if table_text is not None else table(headers, rows, right=right))
+
+
 def print_json(value: Any, out: TextIO | None = None) -> None:
     print(json.dumps(value, indent=2, sort_keys=True, default=str), file=out or sys.stdout)
 
