@@ -12,7 +12,9 @@ from hypothesis import given, settings, strategies as st
 
 from notify_transport.cli import main as cli_main
 from notify_transport.cli.ops import args as cli_args
-from notify_transport.cli.ops import lag, replay, tail, timespec, topics
+from notify_transport.cli.common import configured_url, load_conf
+from notify_transport.cli.ops import follow, lag, replay, tail, timespec, topics
+from notify_transport.cli.ops.start import parse_start
 from notify_transport.cli.ops.cluster import GroupInfo, Member
 from notify_transport.cli.ops.topic_kinds import TopicKind, TopicNamer
 from notify_transport.drivers.base import PRIORITIES
@@ -109,7 +111,9 @@ def test_numbers_and_regexes() -> None:
     (["send", "--transport-url", "kafka://h:1", "--event-type", "e", "--count", "0"],
      "argument --count: must be at least 1"),
     (["tail", "--transport-url", "kafka://h:1", "--event-type", "("], "invalid regular expression"),
-    (["tail", "--transport-url", "kafka://h:1", "--from", "middle"], "invalid choice: 'middle'"),
+    (["tail", "--transport-url", "kafka://h:1", "--from", "middle"], "--from 'middle': expected earliest, latest"),
+    (["tail", "--transport-url", "kafka://h:1", "--line-format", "{nope}"], "unknown field(s) 'nope'"),
+    (["replay", "--pool", "p", "--to-latest", "--execute", "--dry-run"], "not allowed with argument"),
     (["replay", "--transport-url", "kafka://h:1", "--pool", "p"], "one of the arguments --to-time"),
     (["replay", "--transport-url", "kafka://h:1", "--pool", "p", "--to-earliest", "--to-latest"],
      "not allowed with argument"),
@@ -363,3 +367,116 @@ def test_topic_kinds_invert_the_driver_naming(base, prio, vhost, pool) -> None:
     dead = namer.classify(settings_topic_name(DEFAULT_DEAD_LETTER_TOPIC, source, pool))
     assert (dead.kind, dead.base, dead.priority, dead.vhost, dead.source) == ("dead-letter", base, prio, vhost,
                                                                               source)
+
+
+# -- tail's start positions and line format ------------------------------------------------------
+
+@pytest.mark.parametrize("text,kind,value", [
+    ("earliest", "earliest", 0), ("latest", "latest", 0), ("1200", "offset", 1200), ("0", "offset", 0),
+    ("-10", "last", 10), ("-0", "latest", 0), ("-1h", "time", NOW - 3600),
+    ("2024-05-01T11:00:00Z", "time", NOW - 3600)])
+def test_start_positions(text, kind, value) -> None:
+    start = parse_start(text, now=NOW)
+    assert (start.kind, start.value) == (kind, value)
+
+
+def test_start_positions_resolve_within_the_partition() -> None:
+    assert parse_start("earliest").resolve(5, 9) == 5
+    assert parse_start("latest").resolve(5, 9) == 9
+    assert parse_start("3").resolve(5, 9) == 5 and parse_start("7").resolve(5, 9) == 7
+    assert parse_start("20").resolve(5, 9) == 9
+    assert parse_start("-2").resolve(5, 9) == 7 and parse_start("-100").resolve(5, 9) == 5
+    assert parse_start("-1h").resolve(5, 9, at_time=6) == 6
+    assert parse_start("-1h").resolve(5, 9, at_time=-1) == 9  # nothing that recent: the end
+
+
+@settings(max_examples=80, deadline=None)
+@given(text=st.text(max_size=12), low=st.integers(0, 50), size=st.integers(0, 50))
+def test_start_parser_rejects_clearly_or_resolves_in_range(text, low, size) -> None:
+    try:
+        start = parse_start(text, now=NOW)
+    except ValueError as exc:
+        assert "--from" in str(exc)
+        return
+    at_time = low + size // 2 if size else -1
+    assert low <= start.resolve(low, low + size, at_time) <= low + size
+
+
+def test_dash_values_reach_their_option() -> None:
+    args = cli_main.build_parser().parse_args(["tail", "--from", "-10", "--transport-url", "kafka://h:1"])
+    assert (args.start.kind, args.start.value) == ("last", 10)
+    args = cli_main.build_parser().parse_args(["tail", "--from", "-1h30m"])
+    assert args.start.kind == "time"
+
+
+def test_line_format() -> None:
+    item = follow.Received({"user": "u"}, {**MESSAGE, "message_id": "m-1"}, "n.info", 0, 4, NOW)
+    args = cli_main.build_parser().parse_args(
+        ["tail", "--line-format", "{offset} {priority} {event_type} {payload} {ctxt} {kafka_timestamp}"])
+    assert tail.render(item, args, None) == (
+        '4 INFO compute.instance.create.end {"a":"é","b":2} {"user":"u"} 2024-05-01T12:00:00.000Z')
+
+
+# -- global options -------------------------------------------------------------------------------
+
+def test_global_options_before_or_after_the_command(tmp_path) -> None:
+    first, second = tmp_path / "a.conf", tmp_path / "b.conf"
+    first.write_text("[oslo_messaging_notifications]\ntransport_url = kafka://a:1\n")
+    second.write_text("[oslo_messaging_notifications]\ntransport_url = kafka://b:1\n")
+    parser = cli_main.build_parser()
+    before = parser.parse_args(["--config-file", str(first), "--debug", "lag", "--pool", "p"])
+    after = parser.parse_args(["lag", "--pool", "p", "--config-file", str(first), "--debug"])
+    assert before.config_file == after.config_file == [str(first)] and before.debug and after.debug
+    both = parser.parse_args(["--config-file", str(first), "lag", "--config-file", str(second)])
+    assert both.config_file == [str(first), str(second)]  # in command-line order: the last one wins
+    assert configured_url(both, load_conf(both)) == "kafka://b:1"
+    url = parser.parse_args(["--transport-url", "kafka://x:1", "topics"])
+    assert url.transport_url == "kafka://x:1"
+    nested = parser.parse_args(["pipeline", "run", "--output", "o", "--transport-url", "kafka://y:1"])
+    assert nested.transport_url == "kafka://y:1"
+
+
+def test_version_from_the_package_metadata(capsys) -> None:
+    import importlib.metadata
+
+    for argv in (["--version"], ["lag", "--version"]):
+        assert run(*argv) == 0
+        assert importlib.metadata.version("notify-transport") in capsys.readouterr().out
+
+
+def test_user_errors_are_one_line(tmp_path, capsys) -> None:
+    capsys.readouterr()
+    assert run("--config-file", str(tmp_path / "missing.conf"), "lag") == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "missing.conf: no such file" in err
+    bad = tmp_path / "bad.conf"
+    bad.write_text("[DEFAULT\n")
+    assert run("topics", "--config-file", str(bad)) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "bad.conf" in err
+    assert run("lag", "--config-dir", str(tmp_path / "nodir")) == 2
+    assert capsys.readouterr().err.count("\n") == 1
+
+
+def test_missing_extra_says_how_to_install(monkeypatch, capsys) -> None:
+    from notify_transport.cli import common
+
+    real = common.importlib.util.find_spec
+    monkeypatch.setattr(common.importlib.util, "find_spec",
+                        lambda name, *a: None if name == "pyspark" else real(name, *a))
+    help_text = "".join(cli_main.build_parser().format_help().split())  # wrapped at any space or dash
+    assert "(needs:pipinstall'notify-transport[spark]')" in help_text
+    capsys.readouterr()
+    assert run("pipeline", "run", "--output", "o", "--transport-url", "kafka://h:1") == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "pip install 'notify-transport[spark]'" in err
+
+
+def test_the_package_never_imports_bench() -> None:
+    import subprocess
+    import sys
+
+    code = ("import sys, notify_transport.cli.main as m; m.build_parser().format_help(); "
+            "sys.exit(1 if any(n == 'bench' or n.startswith('bench.') for n in sys.modules) else 0)")
+    assert subprocess.run([sys.executable, "-c", code], cwd="/", check=False).returncode == 0
+    assert "bench" not in cli_main.build_parser().format_help().split("positional arguments")[1].split()

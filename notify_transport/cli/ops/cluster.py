@@ -38,7 +38,7 @@ Partition = tuple[str, int]
 #: Offset Kafka returns for "no committed offset" (and for "no message at that time").
 NO_OFFSET = -1
 
-_UNREACHABLE = frozenset(getattr(KafkaError, name) for name in (
+UNREACHABLE = frozenset(getattr(KafkaError, name) for name in (
     "_TIMED_OUT", "_TRANSPORT", "_ALL_BROKERS_DOWN", "_RESOLVE", "REQUEST_TIMED_OUT",
     "COORDINATOR_NOT_AVAILABLE", "_WAIT_COORD") if hasattr(KafkaError, name))
 #: Group states in which no consumer is a member.
@@ -203,16 +203,18 @@ class KafkaCluster:
             raise ClusterError(f"the broker refused the new offsets of pool {pool!r}: " + "; ".join(failed))
 
     # -- consumers --------------------------------------------------------------------
-    def reader(self, name: str = "tail") -> confluent_kafka.Consumer:
+    def reader(self, name: str = "tail", error_cb: Any = None, **extra: Any) -> confluent_kafka.Consumer:
         """A consumer that never joins a group nor commits: it reads what it is assigned.
 
         Its group id is unique and unused (librdkafka wants one), so it takes
         nothing from any pool and leaves nothing behind on the brokers.
+        ``error_cb`` gets the client's errors (default: one log line each);
+        ``extra`` is more librdkafka configuration.
         """
         group = f"notify-transport-{name}-{uuid.uuid4().hex[:12]}"
         conf = kafka_config.consumer_config(self.driver.url, self.driver.opts, group)
         conf.update({"enable.auto.commit": False, "enable.auto.offset.store": False,
-                     "logger": RDKAFKA_LOG, "error_cb": self._log_client_error})
+                     "logger": RDKAFKA_LOG, "error_cb": error_cb or self._log_client_error, **extra})
         try:
             return confluent_kafka.Consumer(conf)
         except (KafkaException, ValueError, TypeError) as exc:
@@ -233,7 +235,7 @@ class KafkaCluster:
         err = exc.args[0] if exc.args else None
         if not isinstance(err, KafkaError):
             return ClusterError(f"{what}: {exc}")
-        if err.code() in _UNREACHABLE:
+        if err.code() in UNREACHABLE:
             return ClusterUnavailable(f"cannot reach the Kafka cluster at {self.bootstrap} within "
                                       f"{self.timeout:g}s ({what}: {err.str()})")
         return ClusterError(f"{what}: {err.str()}")
