@@ -66,3 +66,47 @@ def configure(debug: bool = False, verbose: int = 0) -> None:
         logging.getLogger(name).setLevel(logging.DEBUG if debug else logging.CRITICAL + 1)
     for name in PROGRESS:
         logging.getLogger(name).setLevel(min(level, logging.INFO))
+
+
+class HeldRecords(logging.Handler):
+    """Holds the records of a logger while a command runs, so that a failure is reported in one line.
+
+    The driver logs the cause of each failed attempt (connection refused, ...)
+    and, at cleanup, what is left unconfirmed; the command reports the same
+    outcome itself. While held, the records do not reach the console; the
+    command takes :attr:`last` as the cause of its one error line, or calls
+    :meth:`show` to show them after all (success: nothing was repeated).
+    """
+
+    def __init__(self, name: str) -> None:
+        super().__init__(logging.WARNING)
+        self.logger = logging.getLogger(name)
+        self.records: list[logging.LogRecord] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if len(self.records) < 20:  # bounded: the first causes, not a history
+            self.records.append(record)
+
+    @property
+    def first(self) -> str | None:
+        """The first problem logged: the cause; what follows is mostly its consequences."""
+        return self.records[0].getMessage() if self.records else None
+
+    def __enter__(self) -> "HeldRecords":
+        self._propagate = self.logger.propagate
+        self.logger.addHandler(self)
+        self.logger.propagate = False
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.logger.removeHandler(self)
+        self.logger.propagate = self._propagate
+
+    def show(self) -> None:
+        """Show the held records as they would have been shown (once each)."""
+        shown = set()
+        for record in self.records:
+            if record.getMessage() not in shown:
+                shown.add(record.getMessage())
+                self.logger.handle(record)
+        self.records.clear()

@@ -19,6 +19,7 @@ from typing import Any, Iterable, Iterator, Mapping, Sequence
 import confluent_kafka
 from confluent_kafka import ConsumerGroupTopicPartitions, KafkaError, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient, OffsetSpec
+from oslo_config import cfg
 
 from notify_transport.cli.common import configured_url, load_conf
 from notify_transport.drivers.kafka import config as kafka_config
@@ -258,9 +259,11 @@ def open_cluster(args: argparse.Namespace) -> Iterator[KafkaCluster]:
 
 
 @contextlib.contextmanager
-def open_transport(args: argparse.Namespace) -> Iterator[NotificationTransport]:
-    """A notification transport from --transport-url, --config-file or $NOTIFY_TRANSPORT_URL."""
-    conf = load_conf(args)
+def open_transport(args: argparse.Namespace,
+                   conf: cfg.ConfigOpts | None = None) -> Iterator[NotificationTransport]:
+    """A notification transport from --transport-url, --config-file or $NOTIFY_TRANSPORT_URL
+    (``conf``: already loaded, with overrides of the command)."""
+    conf = conf if conf is not None else load_conf(args)
     url = configured_url(args, conf)
     if not url:
         raise ConfigurationError("no transport URL: give --transport-url, a --config-file with "
