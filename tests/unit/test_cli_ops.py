@@ -480,3 +480,17 @@ def test_the_package_never_imports_bench() -> None:
             "sys.exit(1 if any(n == 'bench' or n.startswith('bench.') for n in sys.modules) else 0)")
     assert subprocess.run([sys.executable, "-c", code], cwd="/", check=False).returncode == 0
     assert "bench" not in cli_main.build_parser().format_help().split("positional arguments")[1].split()
+
+
+def test_progress_is_a_live_line_on_a_terminal() -> None:
+    class Terminal(io.StringIO):
+        def isatty(self) -> bool:
+            return True
+
+    out = Terminal()
+    progress = Progress("sent", 10, stream=out, interval=0.0)
+    progress.update(5)
+    progress.done(10, "waiting")
+    text = out.getvalue()
+    assert "\r" in text and "10/10" in text and "waiting" in text  # redrawn in place, then ended
+    assert text.endswith("\n")
