@@ -5,7 +5,8 @@ attempt and per failed stack, librdkafka a line per broker per retry, Spark
 a screen of warnings). The commands report outcomes themselves, in one line,
 so by default:
 
-* pika, py4j and librdkafka's own lines are shown only with ``--debug``;
+* pika, py4j, stevedore and librdkafka's own lines are shown only with ``--debug``
+  (the command reports the outcome: a driver that does not load, a broker that does not answer);
 * Spark's warnings are left out (``pipeline`` sets Spark's own level too);
 * the pipeline's progress lines (``notify_transport.pipeline``, INFO) are shown;
 * a line repeated by the same logger within :data:`REPEAT_WINDOW` seconds
@@ -20,7 +21,7 @@ import time
 #: Seconds during which an identical line from the same logger is not repeated.
 REPEAT_WINDOW = 60.0
 #: Loggers whose lines only ``--debug`` shows.
-CHATTY = ("pika", "py4j", "notify_transport.cli.librdkafka")
+CHATTY = ("pika", "py4j", "stevedore", "notify_transport.cli.librdkafka")
 #: Loggers shown at INFO even without -v: progress of long work.
 PROGRESS = ("notify_transport.pipeline",)
 

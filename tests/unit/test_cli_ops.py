@@ -5,6 +5,7 @@ import argparse
 import datetime as dt
 import io
 import json
+import logging
 import re
 
 import pytest
@@ -494,3 +495,31 @@ def test_progress_is_a_live_line_on_a_terminal() -> None:
     text = out.getvalue()
     assert "\r" in text and "10/10" in text and "waiting" in text  # redrawn in place, then ended
     assert text.endswith("\n")
+
+
+def test_connection_state_logs_each_change_once(caplog) -> None:
+    from confluent_kafka import KafkaError
+
+    state = follow.ConnectionState("127.0.0.1:9092")
+    caplog.set_level("DEBUG", logger="notify_transport.cli.ops.follow")
+    for _ in range(5):  # librdkafka reports every failed attempt
+        state.on_error(KafkaError(KafkaError._TRANSPORT, "Connection refused"))
+        state.on_error(KafkaError(KafkaError._ALL_BROKERS_DOWN, "1/1 brokers are down"))
+    state.answered()
+    state.answered()
+    warnings = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
+    assert len(warnings) == 2, warnings
+    assert warnings[0].startswith("lost the connection to the Kafka brokers at 127.0.0.1:9092")
+    assert warnings[1] == "the Kafka brokers at 127.0.0.1:9092 answer again"
+
+
+def test_repeated_log_lines_are_dropped() -> None:
+    from notify_transport.cli.logs import DropRepeats
+
+    drop = DropRepeats(window=60)
+
+    def record(msg: str) -> logging.LogRecord:
+        return logging.LogRecord("notify_transport.drivers.x", logging.ERROR, __file__, 1, msg, None, None)
+
+    assert [drop.filter(record(m)) for m in ("refused", "refused", "other", "refused")] == [
+        True, False, True, False]
