@@ -50,7 +50,7 @@ def add_global_options(parser: argparse.ArgumentParser, in_subcommand: bool) -> 
                        help="oslo.config file to read, may repeat (later files win)")
     group.add_argument("--config-dir", action="append", dest="config_dir" + suffix, default=default([]),
                        metavar="DIR",
-                       help="directory whose *.conf files are read after --config-file, may repeat")
+                       help="directory whose .conf files are read after --config-file, may repeat")
     group.add_argument("--transport-url", metavar="URL", default=default(None),
                        help="e.g. kafka://host:9092/vhost or rabbit://user:pass@host:5672/; default: "
                             "[oslo_messaging_notifications] transport_url of the config files, "

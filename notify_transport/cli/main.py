@@ -14,7 +14,8 @@ from __future__ import annotations
 import argparse
 import importlib
 import sys
-from typing import Sequence
+import textwrap
+from typing import Any, Sequence
 
 from notify_transport.cli import global_options, logs
 from notify_transport.exceptions import ConfigurationError, MessagingException
@@ -31,6 +32,30 @@ EXIT_OK, EXIT_FAILURE, EXIT_USAGE, EXIT_UNAVAILABLE, EXIT_INTERRUPTED = 0, 1, 2,
 
 
 def build_parser() -> argparse.ArgumentParser:
+    return _build()[0]
+
+
+def reference_parser() -> argparse.ArgumentParser:
+    """The parser for the docs' CLI reference (sphinx-argparse reads descriptions as reStructuredText).
+
+    The commands' descriptions and examples are plain text laid out for a
+    terminal; here each becomes a literal block, so the reference shows them
+    exactly as ``--help`` does.
+    """
+    parser, sub = _build()
+    for command in sub.choices.values():
+        command.description = _literal(command.description)
+        command.epilog = _literal(command.epilog)
+    return parser
+
+
+def _literal(text: str | None) -> str | None:
+    if not text:
+        return text
+    return "::\n\n" + textwrap.indent(text, "   ")
+
+
+def _build() -> tuple[argparse.ArgumentParser, Any]:
     parser = global_options.MainParser(
         prog="notify-transport",
         description="OpenStack-style notifications over Kafka and RPC over RabbitMQ: run the demo,\n"
@@ -45,7 +70,7 @@ def build_parser() -> argparse.ArgumentParser:
                                 parser_class=global_options.CommandParser)
     for name in COMMANDS:
         importlib.import_module(name).add_parser(sub)
-    return parser
+    return parser, sub
 
 
 def main(argv: Sequence[str] | None = None) -> int:
