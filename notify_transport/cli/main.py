@@ -69,8 +69,26 @@ def _build() -> tuple[argparse.ArgumentParser, Any]:
     sub = parser.add_subparsers(dest="command", metavar="COMMAND",
                                 parser_class=global_options.CommandParser)
     for name in COMMANDS:
-        importlib.import_module(name).add_parser(sub)
+        try:
+            module = importlib.import_module(name)
+        except ImportError as exc:  # a command module that needs what is not installed
+            _add_unavailable(sub, name, exc)
+            continue
+        module.add_parser(sub)
     return parser, sub
+
+
+def _add_unavailable(sub: Any, module: str, exc: ImportError) -> None:
+    """A command whose module cannot be imported: listed, and answering in one line why."""
+    command = module.rsplit(".", 1)[-1].removesuffix("_cmd")
+    reason = f"cannot import {exc.name or exc}: install the extra it needs"
+    parser = sub.add_parser(command, help=f"(unavailable: {reason})", description=reason)
+    parser.add_argument("ignored", nargs=argparse.REMAINDER, help=argparse.SUPPRESS)
+
+    def unavailable(_args: argparse.Namespace) -> int:
+        raise ConfigurationError(f"'{command}' is unavailable: {reason}")
+
+    parser.set_defaults(func=unavailable)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -523,3 +523,14 @@ def test_repeated_log_lines_are_dropped() -> None:
 
     assert [drop.filter(record(m)) for m in ("refused", "refused", "other", "refused")] == [
         True, False, True, False]
+
+
+def test_a_command_module_that_cannot_be_imported_is_listed_and_answers_in_one_line(monkeypatch,
+                                                                                    capsys) -> None:
+    monkeypatch.setattr(cli_main, "COMMANDS", cli_main.COMMANDS + ("notify_transport.cli.no_such_cmd",))
+    help_text = cli_main.build_parser().format_help()
+    assert "no_such" in help_text and "unavailable" in help_text
+    capsys.readouterr()
+    assert run("no_such", "--anything") == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "'no_such' is unavailable" in err
