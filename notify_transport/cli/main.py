@@ -83,7 +83,6 @@ def _add_unavailable(sub: Any, module: str, exc: ImportError) -> None:
     command = module.rsplit(".", 1)[-1].removesuffix("_cmd")
     reason = f"cannot import {exc.name or exc}: install the extra it needs"
     parser = sub.add_parser(command, help=f"(unavailable: {reason})", description=reason)
-    parser.add_argument("ignored", nargs=argparse.REMAINDER, help=argparse.SUPPRESS)
 
     def unavailable(_args: argparse.Namespace) -> int:
         raise ConfigurationError(f"'{command}' is unavailable: {reason}")
