@@ -81,6 +81,14 @@ class Lines:
         for line in stream:
             self.queue.put(line.rstrip("\n"))
 
+    def all(self, quiet: float = 0.5) -> list[str]:
+        """Every line so far, once the stream stayed quiet for ``quiet`` seconds."""
+        while True:
+            try:
+                self.seen.append(self.queue.get(timeout=quiet))
+            except queue.Empty:
+                return list(self.seen)
+
     def wait_for(self, text: str, timeout: float = 60.0) -> str:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
@@ -264,3 +272,44 @@ def test_retry_and_dead_letter_topics_are_labelled(broker, unique_topic, notifie
         server.wait()
         transport.cleanup()
 
+
+
+# -- a broker outage while tailing -------------------------------------------------------------------
+
+@pytest.fixture
+def own_noida(tmp_path) -> Iterator[Any]:
+    from notify_transport.testing.brokers import NoidaBroker
+
+    broker = NoidaBroker(data_dir=tmp_path / "data")
+    broker.start()
+    yield broker
+    broker.close()
+
+
+def test_tail_logs_an_outage_once_and_the_recovery_once(own_noida, unique_topic, notifier) -> None:
+    topic = unique_topic("outage")
+    url = own_noida.url()
+    send(notifier(url, topic), range(1))
+    proc = subprocess.Popen(CLI + ["tail", "--transport-url", url, "--topic", topic, "--priority", "info",
+                                   "--from", "earliest", "--max", "2", "--timeout", "120", "--refresh", "0.5",
+                                   "--line-format", "{payload}"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        err, out = Lines(proc.stderr), Lines(proc.stdout)
+        out.wait_for('{"seq":0}')
+        own_noida.stop()
+        err.wait_for("lost the connection to the Kafka brokers", timeout=60)
+        time.sleep(5.0)  # librdkafka retries many times meanwhile
+        own_noida.start()
+        err.wait_for("answer again", timeout=60)
+        send(notifier(url, topic), range(1, 2))
+        out.wait_for('{"seq":1}')
+        assert proc.wait(60) == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    lines = err.all()
+    outage = [line for line in lines if "lost the connection" in line or "answer again" in line]
+    assert len(outage) == 2, lines  # one per change of state
+    assert not [line for line in lines if "ERROR" in line or "FAIL" in line], lines
