@@ -311,5 +311,5 @@ def test_tail_logs_an_outage_once_and_the_recovery_once(own_noida, unique_topic,
             proc.wait()
     lines = err.all()
     outage = [line for line in lines if "lost the connection" in line or "answer again" in line]
-    assert len(outage) == 2, lines  # one per change of state
+    assert len(outage) == 2, "\n".join(lines)  # one per change of state
     assert not [line for line in lines if "ERROR" in line or "FAIL" in line], lines

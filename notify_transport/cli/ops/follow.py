@@ -59,14 +59,20 @@ class ConnectionState:
         self.down = False
 
     def on_error(self, err: KafkaError) -> None:
-        """The client's ``error_cb``: librdkafka reports every failed attempt; log the change only."""
-        if err.code() in UNREACHABLE:
+        """The client's ``error_cb``: librdkafka reports every failed attempt; log the change only.
+
+        "All brokers down" is librdkafka's own state change (reported once per
+        outage); a failed connection attempt (or a closed idle connection) is
+        one attempt, kept for --debug.
+        """
+        if err.code() == KafkaError._ALL_BROKERS_DOWN:
             if not self.down:
                 self.down = True
                 LOG.warning("lost the connection to the Kafka brokers at %s (%s); retrying until they "
                             "answer", self.where, err.str())
-            else:
-                LOG.debug("still no Kafka broker at %s: %s", self.where, err.str())
+            return
+        if err.code() in UNREACHABLE:
+            LOG.debug("Kafka broker at %s: %s", self.where, err.str())
             return
         LOG.warning("Kafka client: %s", err.str())
 
