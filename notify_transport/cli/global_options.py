@@ -58,7 +58,7 @@ def add_global_options(parser: argparse.ArgumentParser, in_subcommand: bool) -> 
     group.add_argument("--debug", action="store_true", default=default(False),
                        help="log everything, the client libraries' own lines included")
     group.add_argument("-v", "--verbose", action="count", default=default(0),
-                       help="more logging (-v: info)")
+                       help="more logging (-v: info, -vv: debug)")
     group.add_argument("--version", action="version", version=f"%(prog)s {version()}",
                        help="print the version and exit")
 

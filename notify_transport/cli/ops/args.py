@@ -40,11 +40,18 @@ def add_connection_args(parser: argparse.ArgumentParser) -> None:
 OUTPUT_FORMATS = ("table", "json", "value")
 
 
-def add_output_format(parser: argparse.ArgumentParser, formats: tuple[str, ...] = OUTPUT_FORMATS) -> None:
-    """``-f/--format table|json|value`` and ``--json`` (the same as ``-f json``)."""
+#: What each output format prints, for the help.
+FORMAT_HELP = {"table": "table: aligned columns for people",
+               "json": "json: JSON for scripts",
+               "value": "value: the values separated by spaces, no header (for shell loops)"}
+
+
+def add_output_format(parser: argparse.ArgumentParser, formats: tuple[str, ...] = OUTPUT_FORMATS,
+                      described: dict[str, str] | None = None) -> None:
+    """``-f/--format`` among ``formats`` (the first is the default) and ``--json`` (the same as ``-f json``)."""
+    texts = {**FORMAT_HELP, **(described or {})}
     parser.add_argument("-f", "--format", dest="output_format", choices=formats, default=formats[0],
-                        help="table: aligned columns for people; json: one JSON document for scripts; "
-                             "value: the columns separated by spaces, no header (for shell loops)")
+                        help="; ".join(texts[f] for f in formats))
     parser.add_argument("--json", dest="output_format", action="store_const", const="json",
                         help="the same as -f json")
 

@@ -80,7 +80,9 @@ def add_parser(sub: Any) -> None:
                    help="stop after printing N notifications")
     p.add_argument("--timeout", type=cli_args.positive_float, metavar="SECONDS",
                    help="stop after this long (default: run until Ctrl-C or --max)")
-    cli_args.add_output_format(p, formats=("value", "json"))
+    cli_args.add_output_format(p, formats=("value", "json"), described={
+        "value": "value: one line per notification (see --line-format, --long)",
+        "json": "json: one JSON object per line with the coordinates, ctxt and the whole message"})
     p.add_argument("--line-format", type=line_template, metavar="TEMPLATE",
                    help="a Python format string over the fields listed above (value format only)")
     p.add_argument("-l", "--long", action="store_true",
