@@ -55,8 +55,9 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--ctxt", type=cli_args.json_object, default={}, metavar="JSON",
                    help="request context as a JSON object (secret keys such as auth_token are "
                         "never sent)")
-    p.add_argument("--publisher-id", default=f"notify-transport.{socket.gethostname()}",
-                   help="publisher_id of the notifications (also the Kafka message key)")
+    p.add_argument("--publisher-id",
+                   help="publisher_id of the notifications, also the Kafka message key "
+                        "(default: notify-transport.HOSTNAME)")
     p.add_argument("--count", type=cli_args.positive_int, default=1,
                    help="how many times to send it")
     p.add_argument("--driver", choices=("messagingv2", "messaging"), default="messagingv2",
@@ -121,7 +122,8 @@ def _run(args: argparse.Namespace) -> int:
                 cluster.topic_partitions()  # brokers unreachable -> exit 3 before sending
             finally:
                 cluster.close()
-        notifier = Notifier(transport, publisher_id=args.publisher_id, driver=args.driver,
+        publisher_id = args.publisher_id or f"notify-transport.{socket.gethostname()}"
+        notifier = Notifier(transport, publisher_id=publisher_id, driver=args.driver,
                             topics=topics, retry=args.retry)
         return _send(transport, notifier, args, kafka_topics)
 
