@@ -16,6 +16,7 @@ from notify_transport.cli.common import load_conf
 from notify_transport.cli.ops.output import EXIT_OK, Progress, emit, fail, failures_exit_1
 from notify_transport.drivers.config import register_opts
 from notify_transport.drivers.kafka.driver import KafkaDriver
+from notify_transport.drivers.kafka import options as kafka_options
 from notify_transport.drivers.rabbit import options as rabbit_options
 from notify_transport.notify import Notifier
 
@@ -74,17 +75,24 @@ def add_parser(sub: Any) -> None:
 def bounded_conf(args: argparse.Namespace) -> cfg.ConfigOpts:
     """The configuration with the drivers' own waits bounded by --timeout.
 
-    The rabbit driver retries connections in the background and its cleanup
-    waits flush_timeout for confirmations; the command has already waited
-    --timeout for them, so cleanup waits no more, and one connection attempt
-    never outlasts --timeout.
+    The command waits --timeout for the confirmations itself, so the drivers'
+    cleanup waits no more (flush_timeout 0, for Kafka and RabbitMQ), a send
+    never blocks longer on a full queue, and one RabbitMQ connection attempt
+    never outlasts --timeout (the driver retries in the background until the
+    command gives up).
     """
     conf = load_conf(args)
-    register_opts(conf, rabbit_options.all_opts(), rabbit_options.GROUP)
-    group = conf[rabbit_options.GROUP]
-    conf.set_override("flush_timeout", 0.0, rabbit_options.GROUP)
-    conf.set_override("connection_timeout", max(0.1, min(group.connection_timeout, args.timeout)),
+    for options in (kafka_options, rabbit_options):
+        register_opts(conf, options.all_opts(), options.GROUP)
+        conf.set_override("flush_timeout", 0.0, options.GROUP)
+    kafka = conf[kafka_options.GROUP]
+    conf.set_override("producer_queue_timeout", min(kafka.producer_queue_timeout, args.timeout),
+                      kafka_options.GROUP)
+    rabbit = conf[rabbit_options.GROUP]
+    conf.set_override("connection_timeout", max(0.1, min(rabbit.connection_timeout, args.timeout)),
                       rabbit_options.GROUP)
+    conf.set_override("pending_notifications_timeout",
+                      min(rabbit.pending_notifications_timeout, args.timeout), rabbit_options.GROUP)
     return conf
 
 
