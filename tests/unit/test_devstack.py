@@ -655,7 +655,7 @@ def test_good_settings_pass(tmp_path: Path, env: dict[str, str]) -> None:
 def serve_env(tmp_path: Path) -> dict[str, str]:
     return {**DEVSTACK_ENV, "ENABLED_SERVICES": DEVSTACK_ENV["ENABLED_SERVICES"] + ",nt-serve",
             "KAFKA_EXTERNAL": "True", "NOTIFY_HOST": "kafka1", "NOTIFY_VHOST": "prod",
-            "NT_SERVE_CONF_DIR": str(tmp_path / "etc"), "NT_SERVE_CONF": str(tmp_path / "etc" / "serve.conf")}
+            "NT_SERVE_CONF": str(tmp_path / "etc" / "serve.conf")}
 
 
 def serve_command(run: Run) -> list[str]:
