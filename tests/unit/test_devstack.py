@@ -579,7 +579,7 @@ def test_passwords_stay_out_of_the_xtrace_log(tmp_path: Path) -> None:
 # -- install: the devstack way --------------------------------------------------
 
 def test_install_uses_setup_develop_with_devstacks_constraints(tmp_path: Path) -> None:
-    env = {**DEVSTACK_ENV, "KAFKA_EXTERNAL": "True"}
+    env = {**DEVSTACK_ENV, "KAFKA_EXTERNAL": "True", "NOTIFY_HOST": "kafka1"}
     run = run_devstack(tmp_path, env=env, phase="stack install")
     # setup_develop edits upper-constraints for this project and installs it
     # with them (pip install -c upper-constraints.txt -e DIR), like devstack's libs
@@ -600,6 +600,18 @@ def test_extra_phase_checks_the_driver_and_shows_the_urls(tmp_path: Path) -> Non
                        check=False)
     assert run.returncode != 0
     assert "oslo.messaging finds no driver for nosuch://" in run.stderr
+
+
+def test_extra_phase_checks_with_the_services_interpreter(tmp_path: Path) -> None:
+    venv_bin = tmp_path / "venv" / "bin"
+    venv_bin.mkdir(parents=True)
+    python = venv_bin / "python3"
+    python.write_text(f'#!/bin/bash\necho "$*" >>{tmp_path}/python.log\nexec {sys.executable} "$@"\n')
+    python.chmod(0o755)
+    run_devstack(tmp_path, env={**DEVSTACK_ENV, "DEVSTACK_VENV": str(tmp_path / "venv")},
+                 phase="stack extra")
+    assert (tmp_path / "python.log").read_text().splitlines() == ["-c import notify_transport",
+                                                                  "- ntkafka"]
 
 
 def test_rpc_vhost_is_created_on_devstacks_rabbit(tmp_path: Path) -> None:
@@ -628,6 +640,7 @@ def test_rpc_vhost_is_created_on_devstacks_rabbit(tmp_path: Path) -> None:
     ({"NOTIFY_USERNAME": "u", "NOTIFY_PASSWORD": "pé"}, "NOTIFY_PASSWORD must be printable ASCII"),
     ({"NOTIFY_USERNAME": "u"}, "NOTIFY_PASSWORD must be printable ASCII"),
     ({"ENABLED_SERVICES": "key", "RABBIT_HOST": ""}, "RPC has no broker"),
+    ({"KAFKA_EXTERNAL": "True"}, "KAFKA_EXTERNAL=True needs NOTIFY_HOST"),
     ({"NT_SERVE_LISTENERS": "billing,a;b"}, "NT_SERVE_LISTENERS: 'a;b' is not a listener name"),
     ({"NT_SERVE_CONF": "/etc/my conf"}, "NT_SERVE_CONF may not contain white space"),
 ], ids=lambda v: v if isinstance(v, str) else None)
@@ -640,7 +653,7 @@ def test_bad_settings_stop_with_the_reason(tmp_path: Path, env: dict[str, str], 
 @pytest.mark.parametrize("env", [
     {},
     {"NOTIFY_USERNAME": "admin", "NOTIFY_PASSWORD": NASTY_PASSWORD.replace("é", "e")},
-    {"KAFKA_EXTERNAL": "True", "NOTIFY_USERNAME": "u", "NOTIFY_PASSWORD": "pé",
+    {"KAFKA_EXTERNAL": "True", "NOTIFY_HOST": "k1", "NOTIFY_USERNAME": "u", "NOTIFY_PASSWORD": "pé",
      "NOTIFY_SECURITY_PROTOCOL": "SASL_SSL", "NOTIFY_SASL_MECHANISM": "SCRAM-SHA-256"},
     {"NOTIFY_SERVICE": "rabbit", "NOTIFY_SCHEME": "kafka"},
     {"ENABLED_SERVICES": "key", "RPC_HOST": "rabbit.example.org", "NT_SERVE_LISTENERS": "a, b.c"},
