@@ -332,6 +332,28 @@ def test_ntkafka_scheme_is_the_driver_the_package_registers_for_oslo_messaging()
     assert drivers.get("ntkafka") == "notify_transport.integrations.oslo_messaging:NtKafkaDriver"
 
 
+def test_oslo_messaging_loads_notify_transports_driver_from_the_written_config(tmp_path: Path) -> None:
+    """What an unchanged oslo.messaging service does with the file: parse, load the driver."""
+    import oslo_messaging
+    from oslo_config import cfg
+    from stevedore import driver
+
+    from notify_transport.integrations.oslo_messaging import NtKafkaDriver
+
+    text = write_config(tmp_path, {**DEVSTACK_ENV, "NOTIFY_VHOST": "prod", "NOTIFY_USERNAME": "n",
+                                   "NOTIFY_PASSWORD": NASTY_PASSWORD})
+    conf = cfg.ConfigOpts()
+    conf(["--config-file", str(tmp_path / "service.conf")], project="nova")
+    conf.register_opts([cfg.StrOpt("transport_url", secret=True)], group="oslo_messaging_notifications")
+    url = oslo_messaging.TransportURL.parse(conf, conf.oslo_messaging_notifications.transport_url)
+    assert (url.transport, url.virtual_host) == ("ntkafka", "prod")
+    assert [(h.hostname, h.port, h.username, h.password) for h in url.hosts] == [
+        ("controller", 9092, "n", NASTY_PASSWORD)]
+    manager = driver.DriverManager("oslo.messaging.drivers", url.transport, invoke_on_load=False)
+    assert manager.driver is NtKafkaDriver
+    assert "security_protocol = SASL_PLAINTEXT" in text
+
+
 def test_url_functions_print_the_urls(tmp_path: Path) -> None:
     env = {**DEVSTACK_ENV, "RPC_VHOST": "nova", "NOTIFY_VHOST": "prod"}
     run = run_devstack(tmp_path, "get_transport_url; get_transport_url cell1; get_notification_url; "
