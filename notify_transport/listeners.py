@@ -242,10 +242,11 @@ def describe(entry: RegisteredEntry, endpoint: Any, conf: cfg.ConfigOpts) -> Ent
             return configured
         return getattr(endpoint, name, default)
 
-    topics = _topics(pick("topics") or conf[NOTIFICATIONS_GROUP].topics)
-    pool = pick("pool") or entry.name
-    if not isinstance(pool, str):
-        raise ConfigurationError(f"pool must be a string, got {pool!r}")
+    topics = pick("topics")
+    topics = _topics(conf[NOTIFICATIONS_GROUP].topics if topics is None else topics)
+    pool = pick("pool", entry.name)
+    if not isinstance(pool, str) or not pool:
+        raise ConfigurationError(f"pool must be a non-empty string, got {pool!r}")
     batch = hasattr(endpoint, "batch_size") or hasattr(endpoint, "batch_timeout")
     if not batch and (values.batch_size is not None or values.batch_timeout is not None):
         raise ConfigurationError(f"[{group}] batch_size / batch_timeout apply to batch endpoints only "
