@@ -78,10 +78,13 @@ def run(args: argparse.Namespace) -> int:
         print("notify-transport serve: error: no listener to run", file=sys.stderr)
         return EXIT_FAILURE
     transport = get_notification_transport(conf, url)
+    service = _Service(transport, listeners, args)
     try:
-        return _Service(transport, listeners, args).run()
+        return service.run()
     finally:
-        _bounded(transport.cleanup, ABRUPT_GRACE + 10.0, "closing the transport")
+        # the listeners are closed by now: this flushes and closes the (idle) producer and admin client
+        _bounded(transport.cleanup, ABRUPT_GRACE if service.abrupt else ABRUPT_GRACE + 10.0,
+                 "closing the transport")
 
 
 def _log_info_by_default() -> None:
@@ -129,6 +132,8 @@ class _Service:
         self.servers: dict[str, NotificationServer] = {}
         self._signals: list[int] = []
         self._stop = threading.Event()
+        #: set when a second signal cut the graceful stop short
+        self.abrupt = False
 
     def _on_signal(self, signum: int, _frame: Any) -> None:
         self._signals.append(signum)
@@ -209,6 +214,7 @@ class _Service:
         while graceful.is_alive() and len(self._signals) < 2:
             graceful.join(0.2)
         if len(self._signals) >= 2:
+            self.abrupt = True
             second = signal.Signals(self._signals[1])
             LOG.warning("%s again: stopping at once; work not finished is not committed", second.name)
             stop_servers(self.servers.values(), graceful=False, timeout=ABRUPT_GRACE)
