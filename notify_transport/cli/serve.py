@@ -62,21 +62,16 @@ def run(args: argparse.Namespace) -> int:
         return _list(conf, args.names)
     url = configured_url(args, conf)
     if not url:
-        print("notify-transport serve: error: no notification transport configured: give "
-              "--transport-url, a --config-file with [oslo_messaging_notifications] transport_url, "
-              "or NOTIFY_TRANSPORT_URL", file=sys.stderr)
-        return EXIT_USAGE
+        return _error("no notification transport configured: give --transport-url, a --config-file "
+                      "with [oslo_messaging_notifications] transport_url, or NOTIFY_TRANSPORT_URL", EXIT_USAGE)
     try:
         listeners, _broken = load_listeners(conf, args.names, skip_broken=args.skip_broken)
     except UnknownListenerError as exc:
-        print(f"notify-transport serve: error: {exc}", file=sys.stderr)
-        return EXIT_USAGE
+        return _error(str(exc), EXIT_USAGE)
     except BrokenListenerError as exc:
-        print(f"notify-transport serve: error: {exc}", file=sys.stderr)
-        return EXIT_FAILURE
+        return _error(str(exc), EXIT_FAILURE)
     if not listeners:
-        print("notify-transport serve: error: no listener to run", file=sys.stderr)
-        return EXIT_FAILURE
+        return _error("no listener to run", EXIT_FAILURE)
     transport = get_notification_transport(conf, url)
     service = _Service(transport, listeners, args)
     try:
@@ -85,6 +80,11 @@ def run(args: argparse.Namespace) -> int:
         # the listeners are closed by now: this flushes and closes the (idle) producer and admin client
         _bounded(transport.cleanup, ABRUPT_GRACE if service.abrupt else ABRUPT_GRACE + 10.0,
                  "closing the transport")
+
+
+def _error(message: str, code: int) -> int:
+    print(f"notify-transport serve: error: {message}", file=sys.stderr)
+    return code
 
 
 def _log_info_by_default() -> None:
@@ -99,8 +99,7 @@ def _list(conf: Any, names: Sequence[str]) -> int:
     try:
         listeners, broken = load_listeners(conf, names, skip_broken=True)
     except UnknownListenerError as exc:
-        print(f"notify-transport serve: error: {exc}", file=sys.stderr)
-        return EXIT_USAGE
+        return _error(str(exc), EXIT_USAGE)
     rows = [(lst.name, lst.entry.distribution, ",".join(lst.topics), lst.pool,
              lst.driver_options.get("delivery_mode", "default"), lst.entry.value) for lst in listeners]
     rows += [(b.entry.name, b.entry.distribution, "-", "-", "-", f"BROKEN: {b.error}") for b in broken]
