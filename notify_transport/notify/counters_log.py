@@ -39,10 +39,12 @@ class CountersLog:
         """One line per listener, now."""
         for name, server in self.servers.items():
             try:
-                counts = summary(server.metrics())
+                metrics = server.metrics()
             except Exception:  # noqa: BLE001 - a report must not stop the service
                 self._log.exception("listener %s: reading its metrics failed", name)
                 continue
+            counts = summary(metrics)
+            self._log.debug("listener %s: metrics %s", name, metrics)
             lag = "unknown" if counts["lag"] is None else counts["lag"]
             self._log.info("listener %s: received=%d dispatched=%d failed=%d lag=%s", name,
                            counts["received"], counts["dispatched"], counts["failed"], lag)
