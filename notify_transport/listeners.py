@@ -251,7 +251,8 @@ def describe(entry: RegisteredEntry, endpoint: Any, conf: cfg.ConfigOpts) -> Ent
     if not batch and (values.batch_size is not None or values.batch_timeout is not None):
         raise ConfigurationError(f"[{group}] batch_size / batch_timeout apply to batch endpoints only "
                                  "(those that declare a batch_size attribute)")
-    batch_size = pick("batch_size", 1) or 1
+    batch_size = pick("batch_size")
+    batch_size = 1 if batch_size is None else batch_size  # declared None: a batch endpoint, default size
     batch_timeout = pick("batch_timeout")
     if not isinstance(batch_size, int) or isinstance(batch_size, bool) or batch_size < 1:
         raise ConfigurationError(f"batch_size must be an integer >= 1, got {batch_size!r}")

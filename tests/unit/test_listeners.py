@@ -97,6 +97,8 @@ def test_batch_endpoints_and_batch_options(tmp_path) -> None:
     ("pool", 7, "pool must be a non-empty string"),
     ("pool", "", "pool must be a non-empty string"),
     ("filter_rule", "compute.*", "filter_rule must be a NotificationFilter"),
+    ("batch_size", 0, "batch_size must be an integer >= 1"),
+    ("batch_timeout", -1, "batch_timeout must be a number of seconds >= 0"),
 ])
 def test_bad_attributes_are_reported(tmp_path, attribute, value, message) -> None:
     endpoint = Plain()
