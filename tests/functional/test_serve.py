@@ -66,7 +66,10 @@ def env_with(*paths: Path, **extra: str) -> dict[str, str]:
 
 
 class Setup:
-    """A config file with a topic and two pools of its own, and the file the endpoints record to."""
+    """A config file with a topic and two pools of its own, and the file the endpoints record to.
+
+    ``sections`` add options to ``[listener:NAME]``; ``{topic}`` in a value is the test's topic.
+    """
 
     def __init__(self, tmp_path: Path, url: str, **sections: dict[str, Any]) -> None:
         tag = uuid.uuid4().hex[:8]
@@ -77,7 +80,7 @@ class Setup:
         lines = ["[oslo_messaging_notifications]", f"transport_url = {url}", f"topics = {self.topic}"]
         for name, pool in self.pools.items():
             lines += [f"[listener:{name}]", f"pool = {pool}"]
-            lines += [f"{k} = {v}" for k, v in sections.get(name, {}).items()]
+            lines += [f"{k} = {v}".replace("{topic}", self.topic) for k, v in sections.get(name, {}).items()]
         self.conf_file = tmp_path / f"serve-{tag}.conf"
         self.conf_file.write_text("\n".join(lines) + "\n")
 
@@ -178,6 +181,17 @@ def committed_total(url_bootstrap: str, group: str, topic: str) -> int:
     return sum(tp.offset for tp in result.topic_partitions if tp.topic == f"{topic}.info" and tp.offset > 0)
 
 
+def restart_audit_until_everything_arrived(serve: Callable[..., Serve], setup: Setup, count: int) -> None:
+    """Serve audit again until every seq below ``count`` was dispatched at least once; stop it."""
+    before = len(set(setup.received()["audit"]))
+    again = serve(setup, "audit")
+    again.wait_serving(1)
+    wait_for(lambda: set(setup.received()["audit"]) == set(range(count)), 90,
+             f"the rest after the restart (had {before} before it)")
+    again.signal(signal.SIGTERM)
+    assert again.wait(STOP_TIMEOUT + 30) == 0, again.output()
+
+
 # -- the tests ---------------------------------------------------------------------------------
 
 def test_list_shows_the_registered_listeners_with_their_distribution_topics_and_pool(
@@ -197,8 +211,7 @@ def test_list_shows_the_registered_listeners_with_their_distribution_topics_and_
 def test_serve_delivers_every_notification_to_both_listeners_in_their_pools_and_stops_on_sigterm(
         serve, tmp_path, broker) -> None:
     # audit's class names the topic "notifications": the section points it at this test's topic
-    setup = Setup(tmp_path, broker.url(topic_partitions=2), audit={"topics": "TOPIC"})
-    setup.conf_file.write_text(setup.conf_file.read_text().replace("TOPIC", setup.topic))
+    setup = Setup(tmp_path, broker.url(topic_partitions=2), audit={"topics": "{topic}"})
     proc = serve(setup, "--stats-interval", "1")
     proc.wait_serving(2)
     out = proc.output()
@@ -230,8 +243,7 @@ def test_serve_delivers_every_notification_to_both_listeners_in_their_pools_and_
 
 
 def test_at_least_once_listener_loses_nothing_across_sigterm_and_restart(serve, tmp_path, broker) -> None:
-    setup = Setup(tmp_path, broker.url(topic_partitions=2), audit={"topics": "TOPIC", "max_in_flight": 20})
-    setup.conf_file.write_text(setup.conf_file.read_text().replace("TOPIC", setup.topic))
+    setup = Setup(tmp_path, broker.url(topic_partitions=2), audit={"topics": "{topic}", "max_in_flight": 20})
     count = 200
     first = serve(setup, "audit", NT_LISTENER_DELAY="0.02")
     first.wait_serving(1)
@@ -241,20 +253,14 @@ def test_at_least_once_listener_loses_nothing_across_sigterm_and_restart(serve, 
     assert first.wait(STOP_TIMEOUT + 30) == 0, first.output()
     before = set(setup.received()["audit"])
     assert len(before) < count, "the stop came too late to test anything; send more"
-    second = serve(setup, "audit")
-    second.wait_serving(1)
-    wait_for(lambda: set(setup.received()["audit"]) == set(range(count)), 90,
-             f"the rest after the restart (had {len(before)} before it)")
-    second.signal(signal.SIGTERM)
-    assert second.wait(STOP_TIMEOUT + 30) == 0, second.output()
+    restart_audit_until_everything_arrived(serve, setup, count)
     assert "billing" not in first.output() and not setup.received()["billing"]
 
 
 def test_a_second_signal_stops_at_once_and_at_least_once_delivers_the_rest_after_a_restart(
         serve, tmp_path, broker) -> None:
     # (with delivery_mode = commit_before_dispatch here, the restart gets nothing: the test fails)
-    setup = Setup(tmp_path, broker.url(), audit={"topics": "TOPIC", "workers": 1, "max_in_flight": 1000})
-    setup.conf_file.write_text(setup.conf_file.read_text().replace("TOPIC", setup.topic))
+    setup = Setup(tmp_path, broker.url(), audit={"topics": "{topic}", "workers": 1, "max_in_flight": 1000})
     count = 100
     proc = serve(setup, "audit", NT_LISTENER_DELAY="1")
     proc.wait_serving(1)
@@ -269,12 +275,7 @@ def test_a_second_signal_stops_at_once_and_at_least_once_delivers_the_rest_after
     before = set(setup.received()["audit"])
     assert len(before) < count
     # nothing that was cut short was committed: a restart dispatches all the rest
-    again = serve(setup, "audit")
-    again.wait_serving(1)
-    wait_for(lambda: set(setup.received()["audit"]) == set(range(count)), 90,
-             f"the rest after the restart (had {len(before)} before it)")
-    again.signal(signal.SIGTERM)
-    assert again.wait(STOP_TIMEOUT + 30) == 0, again.output()
+    restart_audit_until_everything_arrived(serve, setup, count)
 
 
 def test_unknown_name_exits_non_zero_listing_the_registered_names(listener_dists, tmp_path, broker) -> None:
@@ -342,8 +343,7 @@ EMBED = textwrap.dedent("""
 
 
 def test_get_entry_point_servers_embeds_the_listeners(listener_dists, tmp_path, broker) -> None:
-    setup = Setup(tmp_path, broker.url(), audit={"topics": "TOPIC"})
-    setup.conf_file.write_text(setup.conf_file.read_text().replace("TOPIC", setup.topic))
+    setup = Setup(tmp_path, broker.url(), audit={"topics": "{topic}"})
     proc = subprocess.run([sys.executable, "-c", EMBED, str(setup.conf_file)], capture_output=True, text=True,
                           timeout=240, env=env_with(listener_dists["demo"], NT_LISTENER_RECORD=str(setup.record)))
     assert proc.returncode == 0, proc.stderr
