@@ -185,7 +185,8 @@ class _Service:
         for name, exc in sorted(errors.items()):
             LOG.error("listener %s failed to start: %s: %s", name, type(exc).__name__, exc)
         if errors and not self.args.skip_broken:
-            LOG.error("not serving half of the listeners: stopping (--skip-broken runs the others)")
+            LOG.error("%d of %d listener(s) failed to start: stopping (--skip-broken runs the others)",
+                      len(errors), len(servers))
             return False
         if not self.servers:
             LOG.error("no listener could start")
@@ -197,7 +198,7 @@ class _Service:
     def _delivery_mode(self, server: NotificationServer) -> str:
         settings = getattr(server.listener, "settings", None)
         mode = getattr(settings, "delivery_mode", None)
-        return mode or f"{self.transport.url.transport} driver default"
+        return mode or f"{self.transport.url.transport} default"
 
     def _stop_all(self) -> int:
         """Graceful stop, bounded; a second signal meanwhile turns it into an abrupt one."""
