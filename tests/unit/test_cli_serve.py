@@ -104,3 +104,32 @@ def test_a_second_signal_stops_at_once() -> None:
     code, took = run_service(Slow(30.0), [signal.SIGTERM, signal.SIGINT], stop_timeout=60.0)
     assert code == 128 + signal.SIGINT
     assert took < 20
+
+
+class Fussy(Slow):
+    workers = 2  # a Kafka delivery option: the fake driver refuses it at start
+
+
+@pytest.mark.parametrize("skip_broken", [False, True])
+def test_a_listener_that_fails_to_start_stops_the_service_unless_skip_broken(skip_broken, caplog) -> None:
+    conf = cfg.ConfigOpts()
+    conf([])
+    transport = get_notification_transport(conf, "fake://")
+    listeners = [describe(RegisteredEntry(name, f"tests:{type(ep).__name__}", "tests 0"), ep, conf)
+                 for name, ep in (("fussy", Fussy(0)), ("plain", Slow(0)))]
+    service = _Service(transport, listeners, argparse.Namespace(stop_timeout=5.0, stats_interval=60.0,
+                                                                skip_broken=skip_broken))
+    if skip_broken:
+        threading.Timer(1.0, os.kill, (os.getpid(), signal.SIGTERM)).start()
+    with caplog.at_level("INFO"):
+        try:
+            code = service.run()
+        finally:
+            transport.cleanup()
+    assert "listener fussy failed to start: ConfigurationError: The fake driver takes no listener options" \
+        in caplog.text
+    if skip_broken:
+        assert code == 0 and list(service.servers) == ["plain"]
+    else:
+        assert code == 1
+        assert "1 of 2 listener(s) failed to start: stopping" in caplog.text
