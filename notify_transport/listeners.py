@@ -294,8 +294,8 @@ def load_listeners(conf: cfg.ConfigOpts, names: Sequence[str] | None = None,
         broken.append(BrokenEntry(by_key.get((ep.name, ep.value), RegisteredEntry(ep.name, ep.value, "unknown")),
                                   f"cannot import it: {type(exc).__name__}: {exc}"))
 
-    manager = named.NamedExtensionManager(NAMESPACE, names=wanted, name_order=True,
-                                          on_load_failure_callback=failed)
+    # without name_order, every extension of a name registered twice is kept: that is an error here
+    manager = named.NamedExtensionManager(NAMESPACE, names=wanted, on_load_failure_callback=failed)
     loaded: dict[str, list[tuple[RegisteredEntry, Any]]] = {}
     for ext in manager.extensions:
         entry = by_key.get((ext.name, ext.entry_point.value),

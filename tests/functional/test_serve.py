@@ -44,9 +44,10 @@ def broker(request: pytest.FixtureRequest) -> Any:
 
 @pytest.fixture(scope="session")
 def listener_dists(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
-    """``{"demo": dir, "broken": dir}``: each test distribution installed into a directory of its own."""
+    """``{"demo": dir, "broken": dir, "dup": dir}``: each test distribution installed into a directory of
+    its own (see tests/listener_dists/README.md)."""
     built: dict[str, Path] = {}
-    for key, name in (("demo", "ntlisteners_demo"), ("broken", "ntlisteners_broken")):
+    for key, name in (("demo", "ntlisteners_demo"), ("broken", "ntlisteners_broken"), ("dup", "ntlisteners_dup")):
         source = tmp_path_factory.mktemp(f"src-{key}") / name
         shutil.copytree(DISTS / name, source)  # building writes build/ and egg-info next to the source
         target = tmp_path_factory.mktemp(f"site-{key}")
@@ -299,6 +300,15 @@ def test_broken_entries_are_named_and_nothing_starts(listener_dists, tmp_path, b
                       "--config-file", str(setup.conf_file))
     assert listing.returncode == 1
     assert "BROKEN: cannot import it" in listing.stdout and "audit" in listing.stdout
+
+
+def test_a_name_registered_by_two_distributions_is_an_error(listener_dists, tmp_path, broker) -> None:
+    setup = Setup(tmp_path, broker.url())
+    proc = run_cli([listener_dists["demo"], listener_dists["dup"]], "billing", "--config-file", str(setup.conf_file))
+    assert proc.returncode == 1
+    assert "listener 'billing'" in proc.stderr and "the name is registered more than once" in proc.stderr
+    assert "ntlisteners_dup:Billing from ntlisteners-dup 0.1.0" in proc.stderr
+    assert "ntlisteners_demo.endpoints:make_billing from ntlisteners-demo 0.1.0" in proc.stderr
 
 
 def test_skip_broken_runs_the_others(serve, tmp_path, broker) -> None:
