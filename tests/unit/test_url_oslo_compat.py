@@ -25,6 +25,10 @@ OSLO_ACCEPTED = [
     "kafka://h:9092/a%20b?compression_codec=gzip", "kafka://::1/x", "kafka://u:p@@host",
     "KAFKA://Host:9092/VH", "testtransport://b%24:s%26@host:10//%24", "kafka://h?x", "kafka://h?x=",
     "kafka:/h:1", "kafka://,h1,,h2,/", "kafka://u@/", " kafka://h/v",
+    # test_transport.py's TestTransportUrlCustomisation and TestGetTransport
+    "fake:/vhost1/localhost:5672/?x=1&y=2&z=3", "fake:/vhost2/localhost:5672/?foo=bar",
+    "fake:/vhost1/localhost:5672/?l=1&l=2&l=3", "fake:/vhost2/localhost:5672/?d=x:1&d=y:2&d=z:3",
+    "fake://noport/?", "testtransport:", "testbackend:", "testbackend:/",
 ]
 
 
@@ -72,6 +76,25 @@ def test_equality_and_hash_ignore_the_query_as_oslo():
     assert a == b and hash(a) == hash(b)
     assert oslo_parse("kafka://h:1/v?a=1") == oslo_parse("kafka://h:1/v?a=2")
     assert a != TransportURL.parse(None, "kafka://h:1/w")
+
+
+def test_hash_eq_and_query_as_oslos_transport_tests():
+    u1, u2, u3, u4, u5 = (TransportURL.parse(None, u) for u in (
+        "fake:/vhost1/localhost:5672/?x=1&y=2&z=3", "fake:/vhost2/localhost:5672/?foo=bar",
+        "fake:/vhost1/localhost:5672/?l=1&l=2&l=3", "fake:/vhost2/localhost:5672/?d=x:1&d=y:2&d=z:3",
+        "fake://noport/?"))
+    assert len({u1: 1, u2: 2, u3: 3, u4: 4, u5: 5}) == 3
+    assert u1 == u3 and u2 == u4 and u1 != u4
+    assert (u1.query, u2.query, u3.query, u4.query) == (
+        {"x": "1", "y": "2", "z": "3"}, {"foo": "bar"}, {"l": "1,2,3"}, {"d": "x:1,y:2,z:3"})
+    assert u5.hosts[0].port is None
+
+
+def test_invalid_as_oslo():
+    with pytest.raises(InvalidTransportURL):
+        TransportURL.parse(None, "invalid")
+    with pytest.raises(oslo_messaging.InvalidTransportURL):
+        oslo_parse("invalid")
 
 
 def test_empty_url_reads_conf_as_oslo():
