@@ -141,13 +141,16 @@ class RoutingDriver(Driver):
     A driver gets a notification when, in some group, each rule given for it
     matches (``fnmatch`` patterns; priorities compared in lower case); a
     driver listed without rules gets everything. The file is read when the
-    first notification is sent; an empty option routes nothing.
+    notifier is built (oslo reads it at the first send), so a broken file is an
+    error there rather than in the caller of ``info()``; an empty option
+    routes nothing.
     """
 
     def __init__(self, conf: Any, topics: list[str], transport: Any) -> None:
         super().__init__(conf, topics, transport)
-        self._routes: dict[str, dict[str, dict[str, list[str]]]] | None = None
+        self._routes: dict[str, dict[str, dict[str, list[str]]]] = {}
         self._drivers: dict[str, Driver] = {}
+        self._load()
 
     def _load(self) -> None:
         self.conf.register_opt(routing_config_opt, group="oslo_messaging_notifications")
@@ -167,7 +170,7 @@ class RoutingDriver(Driver):
     def accepted_drivers(self, event_type: str, priority: str) -> set[str]:
         """Names of the drivers this event type and priority are routed to."""
         accepted = set()
-        for group in (self._routes or {}).values():
+        for group in self._routes.values():
             for driver, rules in group.items():
                 checks = []
                 for key, patterns in (rules or {}).items():
@@ -180,8 +183,6 @@ class RoutingDriver(Driver):
         return accepted
 
     def notify(self, ctxt: dict, msg: dict, priority: str, retry: int | None) -> None:
-        if self._routes is None:
-            self._load()
         for name in sorted(self.accepted_drivers(msg["event_type"], priority.lower())):
             driver = self._drivers.get(name)
             if driver is not None:

@@ -119,3 +119,12 @@ def test_notifier_module_has_no_driver_name_chain():
     source = inspect.getsource(notifier)
     for name in ("messagingv2", "noop", '"log"', '"test"'):
         assert f'== {name}' not in source and f'== "{name}"' not in source
+
+
+def test_a_broken_routing_config_fails_when_the_notifier_is_built(transport, tmp_path):
+    routes = tmp_path / "routing.yaml"
+    routes.write_text("- just\n- a list\n")
+    transport.conf.register_opt(drivers.routing_config_opt, group="oslo_messaging_notifications")
+    transport.conf.set_override("routing_config", str(routes), group="oslo_messaging_notifications")
+    with pytest.raises(nt.ConfigurationError, match="expected a mapping of groups"):
+        nt.Notifier(transport, "p", driver="routing")
