@@ -24,6 +24,7 @@ from notify_transport.exceptions import ConfigurationError, MessagingException
 COMMANDS = (
     "notify_transport.cli.demo",
     "notify_transport.cli.ops",
+    "notify_transport.cli.serve",
     "notify_transport.cli.pipeline_cmd",
 )
 
