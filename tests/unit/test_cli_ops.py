@@ -534,3 +534,21 @@ def test_a_command_module_that_cannot_be_imported_is_listed_and_answers_in_one_l
     assert run("no_such") == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "'no_such' is unavailable" in err
+
+
+@settings(max_examples=80, deadline=None)
+@given(argv=st.lists(st.one_of(st.sampled_from(["--from", "--to-time", "--topic", "-e", "--", "-5", "-1h", "x"]),
+                               st.text(min_size=1, max_size=6)), max_size=8))
+def test_joining_dash_values_only_glues_them_to_their_option(argv) -> None:
+    from notify_transport.cli.global_options import DASH_VALUE_OPTIONS, join_dash_values
+
+    joined = join_dash_values(argv)
+    # nothing is lost or reordered: splitting the glued pairs gives the command line back
+    split = []
+    for item in joined:
+        option, sep, value = item.partition("=")
+        if sep and option in DASH_VALUE_OPTIONS and value.startswith("-") and item not in argv:
+            split += [option, value]
+        else:
+            split.append(item)
+    assert split == argv
