@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import argparse
 import importlib.metadata
-import os
 import sys
 from typing import Any, Sequence
 
@@ -140,6 +139,3 @@ class CommandParser(argparse.ArgumentParser):
             return None
         return super().add_argument(*names, **kwargs)
 
-
-def environment_url() -> str | None:
-    return os.environ.get(URL_ENV) or None
