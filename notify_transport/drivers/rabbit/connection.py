@@ -1,13 +1,11 @@
 """One AMQP connection driven by its own I/O thread, reconnecting by itself.
 
 pika is not thread-safe, so the pika objects of a connection are touched by
-one thread at a time: the connection's I/O thread holds the connection's
-*I/O lock* except while it waits in ``epoll``, and another thread either hands
-work over with :meth:`RabbitConnection.call_soon` (``add_callback_threadsafe``)
-or runs it itself under the lock with :meth:`RabbitConnection.run_locked`
-(publishing does: no wake-up of the I/O thread, no thread hop before the
-bytes leave). Methods whose name starts with ``io_`` run on the I/O thread or
-under the I/O lock.
+its I/O thread only: pika's own ``SelectConnection`` and ``IOLoop``, through
+their public API. Another thread hands work over with
+:meth:`RabbitConnection.call_soon` (pika's ``add_callback_threadsafe``), which
+callers batch (see ``publisher``: one wake-up publishes every message queued
+meanwhile). Methods whose name starts with ``io_`` run on the I/O thread.
 
 Parts of the driver that need a channel (the publisher, each consumer)
 register as a :class:`ChannelUser`. The connection opens a channel for each
@@ -32,9 +30,9 @@ from typing import Any, Callable
 
 import pika
 import pika.exceptions as pex
+from pika.adapters.select_connection import IOLoop
 from pika.channel import Channel
 
-from notify_transport.drivers.rabbit.amqp_io import AmqpConnection, LockingIOLoop
 from notify_transport.drivers.rabbit.settings import Endpoint, RabbitSettings
 from notify_transport.exceptions import AccessDenied, MessageDeliveryFailure
 
@@ -94,9 +92,7 @@ class RabbitConnection:
     def __init__(self, settings: RabbitSettings, purpose: str) -> None:
         self.settings = settings
         self.purpose = purpose
-        #: Held by the I/O thread except while it waits for I/O; see :meth:`run_locked`.
-        self._io_lock = threading.RLock()
-        self._ioloop = LockingIOLoop(self._io_lock)
+        self._ioloop = IOLoop()
         self._thread = threading.Thread(target=self._run, name=f"rabbit-{purpose}-io", daemon=True)
         self._io_ident: int | None = None
         self._conn: pika.SelectConnection | None = None
@@ -157,8 +153,8 @@ class RabbitConnection:
         return self._open
 
     def in_io_thread(self) -> bool:
-        """True on the I/O thread, or on a thread doing I/O work under the I/O lock."""
-        return threading.get_ident() == self._io_ident or self._io_lock._is_owned()  # noqa: SLF001
+        """True on the connection's I/O thread (the only one touching its pika objects)."""
+        return threading.get_ident() == self._io_ident
 
     def call_soon(self, fn: Callable[..., Any], *args: Any) -> None:
         """Run ``fn(*args)`` on the I/O thread (thread-safe)."""
@@ -168,40 +164,6 @@ class RabbitConnection:
             self._ioloop.add_callback_threadsafe(lambda: fn(*args))
         else:
             self._ioloop.add_callback_threadsafe(fn)
-
-    def run_locked(self, fn: Callable[..., Any], *args: Any) -> None:
-        """Run ``fn(*args)`` now on this thread, with the I/O thread kept out (thread-safe).
-
-        For short, non-blocking work on pika objects (e.g. one publish): the
-        caller waits at most until the I/O thread next waits for I/O, and no
-        thread hop is spent. Where the loop cannot lend its lock, this is
-        :meth:`call_soon`.
-        """
-        if not self._ioloop.locking:
-            self.call_soon(fn, *args)
-            return
-        with self._io_lock:
-            if self._closed.is_set():
-                raise MessageDeliveryFailure(f"{self!r} is closed")
-            fn(*args)
-
-    def read_while_waiting(self, done: Callable[[], bool], timeout: float | None,
-                           first: Callable[[], None] | None = None,
-                           recheck: float = 0.01) -> bool:
-        """Before waiting for what this connection will bring, read it on this thread.
-
-        Returns when ``done()``, after ``timeout`` or at once (False, without
-        running ``first``) when another thread already reads; see
-        :meth:`LockingIOLoop.read_here`. The caller then waits its usual way
-        for what is left. ``recheck``: seconds between checks of ``done()``
-        for news that another thread brings.
-        """
-        if timeout is None:
-            timeout = 3600.0
-        if timeout <= 0:
-            return False
-        return self._ioloop.read_here(lambda: self._conn, done, time.monotonic() + timeout, first,
-                                      recheck)
 
     def call_later(self, delay: float, fn: Callable[[], Any]) -> None:
         """Run ``fn`` on the I/O thread after ``delay`` seconds (thread-safe)."""
@@ -275,7 +237,6 @@ class RabbitConnection:
     # -- I/O thread ----------------------------------------------------------------------
     def _run(self) -> None:
         self._io_ident = threading.get_ident()
-        self._io_lock.acquire()
         try:
             self._ioloop.start()
         except Exception:  # pragma: no cover - the loop itself failing is a bug
@@ -285,7 +246,6 @@ class RabbitConnection:
                 self._open = False
                 self._cond.notify_all()
             self._closed.set()
-            self._io_lock.release()
             try:
                 self._ioloop.close()
             except Exception:  # noqa: BLE001 - closing a dead loop
@@ -300,7 +260,7 @@ class RabbitConnection:
         self._endpoint = endpoint
         LOG.debug("%r: connecting to %s", self, endpoint.netloc)
         try:
-            self._conn = AmqpConnection(
+            self._conn = pika.SelectConnection(
                 self.settings.parameters(endpoint, self.purpose),
                 on_open_callback=self._io_on_open, on_open_error_callback=self._io_on_open_error,
                 on_close_callback=self._io_on_close, custom_ioloop=self._ioloop)
