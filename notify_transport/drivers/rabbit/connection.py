@@ -1,11 +1,17 @@
 """One AMQP connection driven by its own I/O thread, reconnecting by itself.
 
 pika is not thread-safe, so the pika objects of a connection are touched by
-its I/O thread only: pika's own ``SelectConnection`` and ``IOLoop``, through
-their public API. Another thread hands work over with
-:meth:`RabbitConnection.call_soon` (pika's ``add_callback_threadsafe``), which
-callers batch (see ``publisher``: one wake-up publishes every message queued
-meanwhile). Methods whose name starts with ``io_`` run on the I/O thread.
+one thread at a time. The connection is pika's ``SelectConnection`` on a
+:class:`~notify_transport.drivers.rabbit.ioloop.LendingIOLoop` (pika's
+``custom_ioloop``), whose thread holds the loop's lock except while it waits
+in ``epoll``. Another thread either hands work over with
+:meth:`RabbitConnection.call_soon` (``add_callback_threadsafe``) or runs it
+itself under the lock with :meth:`RabbitConnection.run_locked` (publishing
+does: no wake-up of the I/O thread, no thread hop before the bytes leave), and
+a thread waiting for what the socket brings may read it itself
+(:meth:`RabbitConnection.read_while_waiting`). Without ``epoll`` the loop is
+pika's own ``IOLoop`` and all of that work goes to its thread. Methods whose
+name starts with ``io_`` run on the I/O thread or under the loop's lock.
 
 Parts of the driver that need a channel (the publisher, each consumer)
 register as a :class:`ChannelUser`. The connection opens a channel for each
@@ -33,6 +39,7 @@ import pika.exceptions as pex
 from pika.adapters.select_connection import IOLoop
 from pika.channel import Channel
 
+from notify_transport.drivers.rabbit import ioloop
 from notify_transport.drivers.rabbit.settings import Endpoint, RabbitSettings
 from notify_transport.exceptions import AccessDenied, MessageDeliveryFailure
 
@@ -92,7 +99,10 @@ class RabbitConnection:
     def __init__(self, settings: RabbitSettings, purpose: str) -> None:
         self.settings = settings
         self.purpose = purpose
-        self._ioloop = IOLoop()
+        #: Whether other threads may borrow the loop (run_locked, read_while_waiting).
+        self._lending = ioloop.AVAILABLE
+        self._services: Any = ioloop.LendingIOServices() if self._lending else None
+        self._ioloop: Any = self._services.loop if self._lending else IOLoop()
         self._thread = threading.Thread(target=self._run, name=f"rabbit-{purpose}-io", daemon=True)
         self._io_ident: int | None = None
         self._conn: pika.SelectConnection | None = None
@@ -152,9 +162,14 @@ class RabbitConnection:
     def is_open(self) -> bool:
         return self._open
 
+    @property
+    def lends(self) -> bool:
+        """Whether other threads may run I/O work themselves (:meth:`run_locked`)."""
+        return self._lending
+
     def in_io_thread(self) -> bool:
-        """True on the connection's I/O thread (the only one touching its pika objects)."""
-        return threading.get_ident() == self._io_ident
+        """True on the I/O thread, or on a thread doing I/O work under the loop's lock."""
+        return threading.get_ident() == self._io_ident or (self._lending and self._ioloop.holds_lock())
 
     def call_soon(self, fn: Callable[..., Any], *args: Any) -> None:
         """Run ``fn(*args)`` on the I/O thread (thread-safe)."""
@@ -164,6 +179,39 @@ class RabbitConnection:
             self._ioloop.add_callback_threadsafe(lambda: fn(*args))
         else:
             self._ioloop.add_callback_threadsafe(fn)
+
+    def run_locked(self, fn: Callable[..., Any], *args: Any) -> None:
+        """Run ``fn(*args)`` now on this thread, with the I/O thread kept out (thread-safe).
+
+        For short, non-blocking work on pika objects (e.g. one publish): the
+        caller waits at most until the I/O thread next waits for I/O, and no
+        thread hop is spent. Where the loop cannot lend its lock, this is
+        :meth:`call_soon`.
+        """
+        if not self._lending:
+            self.call_soon(fn, *args)
+            return
+        with self._ioloop.lent():
+            if self._closed.is_set():
+                raise MessageDeliveryFailure(f"{self!r} is closed")
+            fn(*args)
+
+    def read_while_waiting(self, done: Callable[[], bool], timeout: float | None,
+                           first: Callable[[], None] | None = None,
+                           recheck: float = 0.01) -> bool:
+        """Before waiting for what this connection will bring, read it on this thread.
+
+        Returns when ``done()``, after ``timeout`` or at once (False, without
+        running ``first``) when another thread already reads or the loop
+        cannot lend itself; see :meth:`LendingIOLoop.read_while`. The caller
+        then waits its usual way for what is left. ``recheck``: seconds
+        between checks of ``done()`` for news that another thread brings.
+        """
+        if timeout is None:
+            timeout = 3600.0
+        if timeout <= 0 or not self._lending or self._closed.is_set() or not self._open:
+            return False
+        return self._ioloop.read_while(done, time.monotonic() + timeout, first, recheck)
 
     def call_later(self, delay: float, fn: Callable[[], Any]) -> None:
         """Run ``fn`` on the I/O thread after ``delay`` seconds (thread-safe)."""
@@ -263,7 +311,8 @@ class RabbitConnection:
             self._conn = pika.SelectConnection(
                 self.settings.parameters(endpoint, self.purpose),
                 on_open_callback=self._io_on_open, on_open_error_callback=self._io_on_open_error,
-                on_close_callback=self._io_on_close, custom_ioloop=self._ioloop)
+                on_close_callback=self._io_on_close,
+                custom_ioloop=self._services if self._lending else self._ioloop)
         except Exception as exc:  # bad parameters surface here
             self._io_on_open_error(None, exc)
 

@@ -4,9 +4,10 @@ On each (re)opened channel the consumer sets its prefetch, declares its
 exchanges, queues and bindings (``nowait``: the broker processes them in order)
 and starts consuming; it is *ready* once the broker confirmed every consumer
 (``Basic.ConsumeOk``), which is when a listener's ``start()`` may return.
-Deliveries either go to a callback run by the connection's I/O thread
-(replies) or into a buffer that listener threads poll, one wake-up per
-delivery handed to a waiting poller. Acks are sent by the I/O thread
+Deliveries either go to a callback run by the thread reading the connection
+(replies) or into a buffer that listener threads poll; a polling thread that
+finds the buffer empty reads the connection itself when no other thread does,
+so a delivery reaches it without a hand-off. Acks are sent by the I/O thread
 on the channel the message came from; a message whose channel is gone is not
 acked, since the broker has already requeued it.
 """
@@ -73,6 +74,7 @@ class QueueConsumer(ChannelUser):
         self._ready = threading.Event()
         self._cond = threading.Condition()
         self._buffer: collections.deque[Delivery] = collections.deque()
+        self._local = threading.local()  # .reading: this thread reads for get()
         self._stopping = False
         self._failures = 0
         self._settle_lock = threading.Lock()
@@ -121,6 +123,14 @@ class QueueConsumer(ChannelUser):
     def get(self, timeout: float | None, max_messages: int = 1) -> list[Delivery]:
         """Up to ``max_messages`` buffered deliveries; ``[]`` after ``timeout`` or once stopped and drained."""
         deadline = None if timeout is None else time.monotonic() + timeout
+        if not self._buffer and not self._stopping:
+            # Read the deliveries on this thread if no other thread does: no hand-off.
+            self._local.reading = True
+            try:
+                # stop() is heard through the socket too: it cancels the consumers
+                self.conn.read_while_waiting(self._has_news, timeout, recheck=0.25)
+            finally:
+                self._local.reading = False
         with self._cond:
             while not self._buffer:
                 if self._stopping:
@@ -131,6 +141,9 @@ class QueueConsumer(ChannelUser):
                 self._cond.wait(remaining)
             count = min(max_messages, len(self._buffer))
             return [self._buffer.popleft() for _ in range(count)]
+
+    def _has_news(self) -> bool:
+        return bool(self._buffer) or self._stopping
 
     def ack(self, deliveries: list[Delivery]) -> None:
         if deliveries and not self.auto_ack:
@@ -227,8 +240,12 @@ class QueueConsumer(ChannelUser):
             self._on_delivery(delivery)
             return
         with self._cond:
+            # A getter reading on its own thread takes the first delivery itself:
+            # waking another one for it would only make them contend.
+            own = not self._buffer and getattr(self._local, "reading", False)
             self._buffer.append(delivery)
-            self._cond.notify()
+            if not own:
+                self._cond.notify()
 
     def _io_settle(self, deliveries: list[Delivery], ack: bool, requeue: bool) -> None:
         for delivery in deliveries:

@@ -1,10 +1,12 @@
 """Publishing with publisher confirms on one channel, many messages in flight.
 
-Callers on any thread queue a :class:`PendingPublish` in the publisher's
-outbox and wait on it (or get a callback); one wake-up of the I/O thread
-(pika's ``add_callback_threadsafe``) publishes every message queued until
-it runs, so concurrent senders share wake-ups and their messages leave
-pipelined, many in flight on the channel at once. Publishing
+Callers on any thread publish a :class:`PendingPublish` themselves, under the
+connection's I/O lock, and wait on it (or get a callback); a cast reads its
+own confirm when it can (:meth:`Publisher.publish_and_wait`). Where the
+connection cannot lend its lock, messages queue in an outbox instead, and one
+wake-up of the I/O thread (pika's ``add_callback_threadsafe``) publishes every
+message queued until it runs. Either way many messages are in flight on the
+channel at once. Publishing
 declares what the message needs (exchange, and for notifications the default
 queue) with ``nowait`` declarations, which the broker processes in channel
 order before the publish, so no round trip is spent on them. Confirms
@@ -134,12 +136,16 @@ class Publisher(ChannelUser):
     def publish(self, message: PendingPublish) -> PendingPublish:
         """Publish ``message`` (thread-safe) and return it; it completes when the broker confirms.
 
-        From another thread the message joins the outbox, and only the first
-        message of a batch wakes the I/O thread. Raises
+        From another thread it is published under the connection's lock, or
+        joins the outbox where the connection cannot lend it (only the first
+        message of a batch wakes the I/O thread). Raises
         ``MessageDeliveryFailure`` when the connection is closed.
         """
         if self.conn.in_io_thread():
             self._io_send(message)
+            return message
+        if self.conn.lends:
+            self.conn.run_locked(self._io_send, message)
             return message
         with self._outbox_lock:
             self._outbox.append(message)
@@ -154,9 +160,16 @@ class Publisher(ChannelUser):
         return message
 
     def publish_and_wait(self, message: PendingPublish, timeout: float | None) -> bool:
-        """Publish ``message`` and wait until it is done; False on timeout."""
+        """Publish ``message`` and wait until it is done; False on timeout.
+
+        The confirm is read on this thread when no other thread reads the
+        channel's connection (taken over before the publish, so that the
+        I/O thread is not woken for it), else awaited from whoever reads.
+        """
         deadline = None if timeout is None else time.monotonic() + timeout
-        self.publish(message)
+        if self.conn.in_io_thread() or not self.conn.read_while_waiting(
+                lambda: message.done, timeout, first=lambda: self._io_send(message)):
+            self.publish(message)
         return message.wait(None if deadline is None else max(0.0, deadline - time.monotonic()))
 
     def _take_outbox(self) -> collections.deque[PendingPublish]:

@@ -8,10 +8,12 @@ key ``_reply_q``: ``{"result", "failure", "ending", "_msg_id", "_unique_id"}``,
 ``failure`` being the serialized exception (see ``drivers.remote_errors``).
 ``ending: false`` with no result is a call-monitor heartbeat.
 
-Each process (driver) has one reply queue, no queue per call: the listening
-connection's I/O thread hands each reply straight to its waiting caller. A
-cast waits for its publisher confirm the same way. Requests are acknowledged
-on delivery (oslo acknowledges them
+Each process (driver) has one reply queue, no queue per call. A waiting
+caller reads the replies itself when no other thread does (see
+``RabbitConnection.read_while_waiting``), so its reply reaches it without a
+thread hop; otherwise whoever reads (another caller, or the I/O thread) hands
+each reply straight to its caller. A cast publishes and reads its confirm the
+same way. Requests are acknowledged on delivery (oslo acknowledges them
 before dispatch: a call runs at most once), and ``_unique_id`` drops
 duplicates of a request published again after a lost confirm.
 """
@@ -130,6 +132,14 @@ class ReplyRouter:
     def close(self) -> None:
         self.consumer.close()
 
+    def read_while_waiting(self, done: Callable[[], bool], timeout: float) -> None:
+        """Read the replies on this thread until ``done()`` (see ``RabbitConnection``).
+
+        A failed publish of the request (on the other connection) is noticed
+        within 50 ms; a reply at once.
+        """
+        self.consumer.conn.read_while_waiting(done, timeout, recheck=0.05)
+
     def _io_on_reply(self, delivery: Delivery) -> None:
         try:
             data = self._codec.decode(delivery.body, delivery.properties)
@@ -214,7 +224,7 @@ class RpcSender:
                 pending = PendingPublish(exchange, key, body, self._codec.properties(remaining),
                                          mandatory=True, retry=retry, on_done=waiter.on_publish_done)
                 self._publisher.publish(pending)
-                if self._wait(waiter, deadline, call_monitor_timeout):
+                if self._wait(router, waiter, deadline, call_monitor_timeout):
                     return self._outcome(waiter)
                 failed = waiter.publish
                 if failed is None:  # deadline (or call-monitor) expired
@@ -234,7 +244,8 @@ class RpcSender:
                                f"(topic {key!r}, {timeout:g}s){detail}")
 
     @staticmethod
-    def _wait(waiter: _Waiter, deadline: float, call_monitor_timeout: float | None) -> bool:
+    def _wait(router: ReplyRouter, waiter: _Waiter, deadline: float,
+              call_monitor_timeout: float | None) -> bool:
         """Wait for the reply: True once it ended; False on timeout or a publishing problem."""
         monitor_deadline = None
         seen_heartbeats = waiter.heartbeats
@@ -243,7 +254,8 @@ class RpcSender:
         while True:
             now = time.monotonic()
             limit = deadline if monitor_deadline is None else min(deadline, monitor_deadline)
-            if waiter.event.wait(max(0.0, limit - now)):
+            router.read_while_waiting(waiter.event.is_set, limit - now)
+            if waiter.event.wait(max(0.0, limit - time.monotonic())):
                 return waiter.done
             if monitor_deadline is not None and waiter.heartbeats != seen_heartbeats:
                 seen_heartbeats = waiter.heartbeats
