@@ -422,7 +422,7 @@ class _PlainLinkup(AbstractIOReference):
                  on_done: Callable[[Any], None]) -> None:
         self._services = services
         self._protocol_factory = protocol_factory
-        self._sock = sock
+        self._socket = sock
         self._on_done = on_done
         self._state = "new"
 
@@ -435,7 +435,7 @@ class _PlainLinkup(AbstractIOReference):
         if self._state != "active":
             return False
         self._state = "cancelled"
-        self._sock.close()
+        self._socket.close()
         return True
 
     def _link(self) -> None:
@@ -444,11 +444,11 @@ class _PlainLinkup(AbstractIOReference):
         self._state = "done"
         try:
             protocol = self._protocol_factory()
-            transport = JoinedWritesTransport(self._sock, protocol, self._services)
+            transport = JoinedWritesTransport(self._socket, protocol, self._services)
             protocol.connection_made(transport)
         except Exception as exc:  # noqa: BLE001 - handed to pika, which reports it
             LOG.debug("Linking the AMQP protocol to the socket failed: %r", exc)
-            self._sock.close()
+            self._socket.close()
             self._on_done(exc)
             return
         self._on_done((transport, protocol))
@@ -468,7 +468,7 @@ class JoinedWritesTransport(AbstractStreamTransport):
 
     def __init__(self, sock: socket.socket, protocol: AbstractStreamProtocol,
                  services: LendingIOServices) -> None:
-        self._sock = sock
+        self._socket = sock
         self._protocol = protocol
         self._services = services
         self._fd = sock.fileno()
@@ -502,7 +502,7 @@ class JoinedWritesTransport(AbstractStreamTransport):
             return
         data = self._out[0] if len(self._out) == 1 else b"".join(self._out)
         try:
-            sent = self._sock.send(data)
+            sent = self._socket.send(data)
         except (BlockingIOError, InterruptedError):
             self._out = [data]
             return
@@ -520,7 +520,7 @@ class JoinedWritesTransport(AbstractStreamTransport):
         total = 0
         while self._active and total < MAX_READ_PER_EVENT:
             try:
-                data = self._sock.recv(RECV_SIZE)
+                data = self._socket.recv(RECV_SIZE)
             except (BlockingIOError, InterruptedError):
                 return
             except OSError as exc:
@@ -566,7 +566,7 @@ class JoinedWritesTransport(AbstractStreamTransport):
             self._protocol.connection_lost(error)
         finally:
             try:
-                self._sock.shutdown(socket.SHUT_RDWR)
+                self._socket.shutdown(socket.SHUT_RDWR)
             except OSError:
                 pass
-            self._sock.close()
+            self._socket.close()
