@@ -26,7 +26,6 @@ uses pika's own ``IOLoop`` and hands work to its thread instead.
 """
 from __future__ import annotations
 
-import contextlib
 import heapq
 import itertools
 import logging
@@ -35,7 +34,7 @@ import select
 import socket
 import threading
 import time
-from typing import Any, Callable, Iterator
+from typing import Any, Callable
 
 from pika.adapters.utils.nbio_interface import (AbstractIOReference, AbstractStreamProtocol,
                                                 AbstractStreamTransport)
@@ -72,6 +71,21 @@ class _Timer:
         self.cancelled = False
 
 
+class _Lent:
+    """The context manager of :meth:`LendingIOLoop.lent` (one per loop: it holds no state)."""
+
+    __slots__ = ("_loop",)
+
+    def __init__(self, loop: "LendingIOLoop") -> None:
+        self._loop = loop
+
+    def __enter__(self) -> None:
+        self._loop._acquire()
+
+    def __exit__(self, *exc_info: object) -> None:
+        self._loop._end_lent()
+
+
 class LendingIOLoop:
     """pika's ``AbstractSelectorIOLoop`` on epoll, run under a lock that other threads may borrow.
 
@@ -105,6 +119,7 @@ class LendingIOLoop:
         self._callbacks: list[Callable[[], Any]] = []
         self._callbacks_lock = threading.Lock()
         self._stopping = False
+        self._lent = _Lent(self)
 
     # -- the lock ---------------------------------------------------------------------------
     def holds_lock(self) -> bool:
@@ -119,17 +134,18 @@ class LendingIOLoop:
         self._owner = None
         self._lock.release()
 
-    @contextlib.contextmanager
-    def lent(self) -> Iterator[None]:
-        """Run a block under the loop's lock, as the loop's thread would (never reentrant)."""
-        self._acquire()
+    def lent(self) -> "_Lent":
+        """``with loop.lent():`` runs a block under the loop's lock, as the loop's thread would.
+
+        Never reentrant. What pika wrote during the block is sent when it ends.
+        """
+        return self._lent
+
+    def _end_lent(self) -> None:
         try:
-            yield
+            self._write_now()
         finally:
-            try:
-                self._write_now()
-            finally:
-                self._release()
+            self._release()
 
     def _write_now(self) -> None:
         """Send what pika buffered during a lent block: call its write handler, as epoll would."""
@@ -334,29 +350,33 @@ class LendingIOLoop:
             except BaseException:
                 self._resume_reading(fd, registration)
                 raise
+        resumed = False
         try:
-            self._read_until(fd, registration, done, deadline, recheck)
+            resumed = self._read_until(fd, registration, done, deadline, recheck)
         finally:
-            with self.lent():
-                self._resume_reading(fd, registration)
+            if not resumed:
+                with self.lent():
+                    self._resume_reading(fd, registration)
         return True
 
     def _read_until(self, fd: int, registration: _Registration, done: Callable[[], bool],
-                    deadline: float, recheck: float) -> None:
+                    deadline: float, recheck: float) -> bool:
+        """Read until done or the deadline; True if reading was handed back to the loop."""
         readable = select.poll()
         readable.register(fd, select.POLLIN)
         while True:
             remaining = deadline - time.monotonic()
             if remaining <= 0 or done():
-                return
+                return False
             ready = readable.poll(min(remaining, recheck) * 1000)
             with self.lent():
                 if self._handlers.get(fd) is not registration:
-                    return  # the socket closed (a reconnect makes another one)
+                    return False  # the socket closed (a reconnect makes another one)
                 if ready and registration.events & self.READ:
                     registration.handler(fd, self.READ)
                 if done():
-                    return
+                    self._resume_reading(fd, registration)  # in the same turn of the lock
+                    return True
 
     def _resume_reading(self, fd: int, registration: _Registration) -> None:
         if self._read_elsewhere.get(fd) is not registration:
