@@ -4,11 +4,11 @@ lock, writes sent at the end of a lent block, a waiting thread reading the socke
 itself), and the transport that joins writes (ordering, partial sends, EOF, errors)."""
 from __future__ import annotations
 
+import contextlib
+import random
 import socket
 import threading
 import time
-
-import random
 
 import pytest
 from pika.adapters.utils.nbio_interface import AbstractStreamProtocol
@@ -110,9 +110,31 @@ def test_a_lent_block_keeps_the_loop_out(running_loop):
     assert not loop.holds_lock()
 
 
-def test_writes_asked_for_in_a_lent_block_happen_when_it_ends_on_the_borrowers_thread(running_loop):
-    loop, thread = running_loop
+@pytest.fixture
+def pair():
+    """A connected socket pair; the first end is non-blocking, as pika's sockets are."""
     a, b = socket.socketpair()
+    a.setblocking(False)
+    yield a, b
+    a.close()
+    b.close()
+
+
+@contextlib.contextmanager
+def watched(loop, sock, handler, events=None):
+    """``sock`` registered with ``loop`` for the block (as pika registers its socket)."""
+    with loop.lent():
+        loop.add_handler(sock.fileno(), handler, loop.READ if events is None else events)
+    try:
+        yield
+    finally:
+        with loop.lent():
+            loop.remove_handler(sock.fileno())
+
+
+def test_writes_asked_for_in_a_lent_block_happen_when_it_ends_on_the_borrowers_thread(running_loop, pair):
+    loop, thread = running_loop
+    a, b = pair
     calls = []
 
     def on_event(fd, events):
@@ -121,9 +143,7 @@ def test_writes_asked_for_in_a_lent_block_happen_when_it_ends_on_the_borrowers_t
             a.send(b"out")
             loop.update_handler(fd, loop.READ)
 
-    try:
-        with loop.lent():
-            loop.add_handler(a.fileno(), on_event, loop.READ)
+    with watched(loop, a, on_event):
         with loop.lent():
             loop.update_handler(a.fileno(), loop.READ | loop.WRITE)
             assert calls == []  # not yet: at the end of the block
@@ -131,17 +151,11 @@ def test_writes_asked_for_in_a_lent_block_happen_when_it_ends_on_the_borrowers_t
         assert b.recv(10) == b"out"
         time.sleep(0.05)
         assert calls == [(loop.WRITE, False)]  # the loop's thread was not called for it
-    finally:
-        with loop.lent():
-            loop.remove_handler(a.fileno())
-        a.close()
-        b.close()
 
 
-def test_a_waiting_thread_reads_the_socket_itself_then_hands_reading_back(running_loop):
+def test_a_waiting_thread_reads_the_socket_itself_then_hands_reading_back(running_loop, pair):
     loop, thread = running_loop
-    a, b = socket.socketpair()
-    a.setblocking(False)
+    a, b = pair
     received = []
 
     def on_event(fd, events):
@@ -151,9 +165,7 @@ def test_a_waiting_thread_reads_the_socket_itself_then_hands_reading_back(runnin
             return
         received.append((data, threading.current_thread() is thread))
 
-    try:
-        with loop.lent():
-            loop.add_handler(a.fileno(), on_event, loop.READ)
+    with watched(loop, a, on_event):
         sent_first = []
         assert loop.read_while(lambda: bool(received), time.monotonic() + 10,
                                first=lambda: sent_first.append(b.send(b"answer")))
@@ -162,22 +174,14 @@ def test_a_waiting_thread_reads_the_socket_itself_then_hands_reading_back(runnin
         b.send(b"later")
         wait_for(lambda: len(received) == 2)
         assert received[1] == (b"later", True)  # the loop reads again
-    finally:
-        with loop.lent():
-            loop.remove_handler(a.fileno())
-        a.close()
-        b.close()
 
 
-def test_only_one_thread_reads_at_a_time_and_done_ends_the_wait(running_loop):
+def test_only_one_thread_reads_at_a_time_and_done_ends_the_wait(running_loop, pair):
     loop, _thread = running_loop
-    a, b = socket.socketpair()
-    a.setblocking(False)
+    a, _b = pair
     release = threading.Event()
     results = []
-    try:
-        with loop.lent():
-            loop.add_handler(a.fileno(), lambda fd, ev: None, loop.READ)
+    with watched(loop, a, lambda fd, ev: None):
         reader = threading.Thread(
             target=lambda: results.append(loop.read_while(release.is_set, time.monotonic() + 10,
                                                           recheck=0.01)))
@@ -190,28 +194,32 @@ def test_only_one_thread_reads_at_a_time_and_done_ends_the_wait(running_loop):
         release.set()
         reader.join(5)
         assert results == [True]
-    finally:
-        with loop.lent():
-            loop.remove_handler(a.fileno())
-        a.close()
-        b.close()
 
 
-def test_read_while_gives_up_at_the_deadline_and_when_the_socket_goes_away(running_loop):
+def test_read_while_gives_up_at_the_deadline(running_loop, pair):
     loop, _thread = running_loop
-    a, b = socket.socketpair()
-    a.setblocking(False)
-    try:
-        with loop.lent():
-            loop.add_handler(a.fileno(), lambda fd, ev: None, loop.READ)
+    a, _b = pair
+    with watched(loop, a, lambda fd, ev: None):
         started = time.monotonic()
-        assert loop.read_while(lambda: False, started + 0.1)
-        assert time.monotonic() - started < 5
-        loop.add_callback(lambda: loop.remove_handler(a.fileno()))
-        assert loop.read_while(lambda: False, time.monotonic() + 30) in (True, False)
-    finally:
-        a.close()
-        b.close()
+        assert loop.read_while(lambda: False, started + 0.1) is True
+        assert 0.1 <= time.monotonic() - started < 5
+
+
+def test_read_while_ends_when_the_socket_goes_away(running_loop, pair):
+    loop, _thread = running_loop
+    a, _b = pair
+    with loop.lent():
+        loop.add_handler(a.fileno(), lambda fd, ev: None, loop.READ)
+    results = []
+    reader = threading.Thread(
+        target=lambda: results.append(loop.read_while(lambda: False, time.monotonic() + 60)))
+    reader.start()
+    time.sleep(0.05)
+    loop.add_callback(lambda: loop.remove_handler(a.fileno()))  # as pika does when the connection closes
+    reader.join(10)
+    assert results == [True]
+    # and with no socket registered there is nothing to read: refused at once
+    assert loop.read_while(lambda: False, time.monotonic() + 60) is False
 
 
 def test_stop_from_another_thread_ends_the_loop():
