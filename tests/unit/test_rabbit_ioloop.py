@@ -222,6 +222,29 @@ def test_read_while_ends_when_the_socket_goes_away(running_loop, pair):
     assert loop.read_while(lambda: False, time.monotonic() + 60) is False
 
 
+def test_a_failing_callback_or_timer_is_logged_and_the_loop_goes_on(running_loop, caplog):
+    loop, _thread = running_loop
+    after = threading.Event()
+
+    def boom():
+        raise RuntimeError("bug in a callback")
+
+    loop.add_callback(boom)
+    with loop.lent():
+        loop.call_later(0, boom)
+    loop.add_callback(lambda: loop.add_callback(after.set))
+    assert after.wait(5)
+    wait_for(lambda: sum("bug in a callback" in r.exc_text for r in caplog.records if r.exc_text) == 2)
+
+
+def test_a_closed_loop_drops_callbacks_and_never_writes_to_its_old_descriptors():
+    loop = LendingIOLoop()
+    loop.close()
+    loop.add_callback(lambda: None)  # e.g. pika's transport reporting a loss late
+    loop.stop()
+    loop.close()  # twice is harmless
+
+
 def test_stop_from_another_thread_ends_the_loop():
     loop = LendingIOLoop()
     thread = threading.Thread(target=loop.start, daemon=True)
@@ -377,5 +400,26 @@ def test_abort_tells_the_protocol_from_the_loop_and_writes_are_dropped():
     assert protocol.lost == [None]
     with pytest.raises(ValueError):
         transport.write(b"")
+    services.close()
+    peer.close()
+
+
+def test_a_large_read_reaches_pika_in_pieces_and_whole():
+    services, _transport, protocol, _sock, peer = transport_pair()
+    pieces = []
+    original = protocol.data_received
+
+    def data_received(data):
+        pieces.append(len(data))
+        original(data)
+
+    protocol.data_received = data_received
+    payload = bytes(range(256)) * 200  # 51,200 bytes, in one recv
+    peer.sendall(payload)
+    deadline = time.monotonic() + 10
+    while len(protocol.data) < len(payload) and time.monotonic() < deadline:
+        drive(services, 0.001)
+    assert bytes(protocol.data) == payload
+    assert max(pieces) <= ioloop.FEED_SIZE
     services.close()
     peer.close()

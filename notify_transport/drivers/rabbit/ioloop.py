@@ -119,6 +119,7 @@ class LendingIOLoop:
         self._callbacks: list[Callable[[], Any]] = []
         self._callbacks_lock = threading.Lock()
         self._stopping = False
+        self._closed = False
         self._lent = _Lent(self)
 
     # -- the lock ---------------------------------------------------------------------------
@@ -160,15 +161,21 @@ class LendingIOLoop:
                 self._apply(fd, registration)  # a remainder that did not fit: epoll's turn
 
     def _wake(self) -> None:
-        try:
-            os.write(self._wake_w, b"x")
-        except (BlockingIOError, OSError):
-            pass  # the pipe is full (a wake-up is pending) or closed (the loop ended)
+        with self._callbacks_lock:  # close() closes the pipe under it: never write to a reused fd
+            if self._closed:
+                return
+            try:
+                os.write(self._wake_w, b"x")
+            except OSError:
+                pass  # the pipe is full: a wake-up is pending anyway
 
     # -- AbstractSelectorIOLoop -----------------------------------------------------------
     def add_callback(self, callback: Callable[[], Any]) -> None:
-        """Run ``callback`` on the loop's thread soon (thread-safe)."""
+        """Run ``callback`` on the loop's thread soon (thread-safe); dropped once the loop is closed."""
         with self._callbacks_lock:
+            if self._closed:
+                LOG.debug("Dropping a callback for a closed I/O loop: %r", callback)
+                return
             self._callbacks.append(callback)
         if threading.get_ident() != self._loop_thread:
             self._wake()
@@ -239,12 +246,15 @@ class LendingIOLoop:
             self._wake()
 
     def close(self) -> None:
-        self._epoll.close()
-        for fd in (self._wake_r, self._wake_w):
-            try:
+        """Release the loop's descriptors (after :meth:`start` returned)."""
+        with self._callbacks_lock:
+            if self._closed:
+                return
+            self._closed = True
+            self._callbacks = []
+            self._epoll.close()
+            for fd in (self._wake_r, self._wake_w):
                 os.close(fd)
-            except OSError:
-                pass
 
     # -- the loop ------------------------------------------------------------------------------
     def _mask(self, fd: int, events: int) -> int:
@@ -270,7 +280,7 @@ class LendingIOLoop:
         with self._callbacks_lock:
             callbacks, self._callbacks = self._callbacks, []
         for callback in callbacks:
-            callback()
+            _run_logged(callback)
 
     def _run_timers(self) -> None:
         now = time.monotonic()
@@ -278,7 +288,7 @@ class LendingIOLoop:
             _deadline, _seq, timer = heapq.heappop(self._timers)
             if not timer.cancelled:
                 timer.cancelled = True
-                timer.callback()
+                _run_logged(timer.callback)
 
     def _poll_once(self, timeout: float) -> None:
         self._changed.clear()
@@ -386,6 +396,14 @@ class LendingIOLoop:
             self._apply(fd, registration)
 
 
+def _run_logged(callback: Callable[[], Any]) -> None:
+    """Run a callback or timer; a failing one is logged, and the loop (all connections' I/O) goes on."""
+    try:
+        callback()
+    except Exception:
+        LOG.exception("A callback on the RabbitMQ I/O loop failed: %r", callback)
+
+
 def _events(mask: int, loop: LendingIOLoop) -> int:
     """The loop's READ/WRITE/ERROR flags for an epoll event mask.
 
@@ -404,8 +422,11 @@ def _events(mask: int, loop: LendingIOLoop) -> int:
 
 # -- pika's I/O services on this loop, with a transport that joins writes -------------------
 
-#: Bytes asked for by one ``recv``; a frame of pika's default ``frame_max`` fits in one.
-RECV_SIZE = 128 * 1024
+#: Bytes asked for by one ``recv``.
+RECV_SIZE = 64 * 1024
+#: Bytes handed to pika at a time: pika copies what is left of its buffer after each
+#: frame it takes out, so a large piece would cost time quadratic in its size.
+FEED_SIZE = 16 * 1024
 #: Bytes read from the socket per readiness event before other work gets a turn.
 MAX_READ_PER_EVENT = 1024 * 1024
 
@@ -551,7 +572,11 @@ class JoinedWritesTransport(AbstractStreamTransport):
                 return
             total += len(data)
             try:
-                self._protocol.data_received(data)
+                if len(data) <= FEED_SIZE:
+                    self._protocol.data_received(data)
+                else:
+                    for start in range(0, len(data), FEED_SIZE):
+                        self._protocol.data_received(data[start:start + FEED_SIZE])
             except Exception as exc:
                 LOG.exception("Handling data from the broker failed; closing the connection")
                 self._fail(exc)
