@@ -213,7 +213,10 @@ class LendingIOLoop:
         mask = self._mask(fd, registration.events)
         if mask != registration.applied:
             registration.applied = mask
-            self._epoll.modify(fd, mask)
+            try:
+                self._epoll.modify(fd, mask)
+            except (OSError, ValueError):
+                LOG.debug("epoll cannot follow fd %d: the loop is closed or the socket gone", fd)
 
     def remove_handler(self, fd: int) -> None:
         self._handlers.pop(fd, None)
