@@ -190,7 +190,7 @@ def test_done_callback_runs_once(setup):
 
 
 class HandOffConn(FakeConn):
-    """A connection whose loop cannot be lent (no epoll): work waits for the I/O thread."""
+    """A connection whose lock is busy or cannot be lent (no epoll): work waits for the I/O thread."""
 
     lends = False
 
@@ -201,6 +201,9 @@ class HandOffConn(FakeConn):
 
     def in_io_thread(self):
         return False
+
+    def try_run_locked(self, fn, *args):
+        return False  # busy, or cannot lend: the I/O thread publishes
 
     def call_soon(self, fn, *args):
         if self.closed:
@@ -213,7 +216,7 @@ class HandOffConn(FakeConn):
             fn()
 
 
-def test_without_lending_messages_queue_and_one_wake_up_publishes_them_all():
+def test_while_the_lock_is_busy_messages_queue_and_one_wake_up_publishes_them_all():
     conn = HandOffConn()
     publisher = Publisher(conn)
     channel = FakeChannel()
@@ -231,7 +234,7 @@ def test_without_lending_messages_queue_and_one_wake_up_publishes_them_all():
     assert later.ok
 
 
-def test_without_lending_a_closed_connection_fails_the_queued_messages():
+def test_a_closed_connection_fails_the_queued_messages():
     conn = HandOffConn()
     publisher = Publisher(conn)
     publisher.io_channel_open(FakeChannel())

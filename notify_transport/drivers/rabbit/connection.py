@@ -196,6 +196,22 @@ class RabbitConnection:
                 raise MessageDeliveryFailure(f"{self!r} is closed")
             fn(*args)
 
+    def try_run_locked(self, fn: Callable[..., Any], *args: Any) -> bool:
+        """:meth:`run_locked` if the loop's lock is free right now; False (nothing run) if it is busy.
+
+        Lets a caller that does not wait for the outcome hand its work to the
+        I/O thread instead of queueing for the lock behind it.
+        """
+        if not self._lending or not self._ioloop.try_lend():
+            return False
+        try:
+            if self._closed.is_set():
+                raise MessageDeliveryFailure(f"{self!r} is closed")
+            fn(*args)
+        finally:
+            self._ioloop.end_lent()
+        return True
+
     def read_while_waiting(self, done: Callable[[], bool], timeout: float | None,
                            first: Callable[[], None] | None = None,
                            recheck: float = 0.01) -> bool:

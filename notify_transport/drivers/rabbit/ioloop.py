@@ -142,6 +142,17 @@ class LendingIOLoop:
         """
         return self._lent
 
+    def try_lend(self) -> bool:
+        """Take the lock if it is free now (then end with :meth:`end_lent`); False if busy."""
+        if not self._lock.acquire(False):
+            return False
+        self._owner = threading.get_ident()
+        return True
+
+    def end_lent(self) -> None:
+        """End a block begun with :meth:`try_lend`."""
+        self._end_lent()
+
     def _end_lent(self) -> None:
         try:
             self._write_now()

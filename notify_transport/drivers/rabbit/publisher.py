@@ -2,11 +2,11 @@
 
 Callers on any thread publish a :class:`PendingPublish` themselves, under the
 connection's I/O lock, and wait on it (or get a callback); a cast reads its
-own confirm when it can (:meth:`Publisher.publish_and_wait`). Where the
-connection cannot lend its lock, messages queue in an outbox instead, and one
-wake-up of the I/O thread (pika's ``add_callback_threadsafe``) publishes every
-message queued until it runs. Either way many messages are in flight on the
-channel at once. Publishing
+own confirm when it can (:meth:`Publisher.publish_and_wait`). When the lock is
+busy (or the connection cannot lend it), messages queue in an outbox instead,
+and one wake-up of the I/O thread (pika's ``add_callback_threadsafe``)
+publishes every message queued until it runs: senders do not queue up behind
+each other. Either way many messages are in flight on the channel at once. Publishing
 declares what the message needs (exchange, and for notifications the default
 queue) with ``nowait`` declarations, which the broker processes in channel
 order before the publish, so no round trip is spent on them. Confirms
@@ -136,16 +136,17 @@ class Publisher(ChannelUser):
     def publish(self, message: PendingPublish) -> PendingPublish:
         """Publish ``message`` (thread-safe) and return it; it completes when the broker confirms.
 
-        From another thread it is published under the connection's lock, or
-        joins the outbox where the connection cannot lend it (only the first
-        message of a batch wakes the I/O thread). Raises
+        From another thread it is published under the connection's lock when
+        that is free, else it joins the outbox, which the I/O thread publishes
+        (only the first message of a batch wakes it). Raises
         ``MessageDeliveryFailure`` when the connection is closed.
         """
         if self.conn.in_io_thread():
             self._io_send(message)
             return message
-        if self.conn.lends:
-            self.conn.run_locked(self._io_send, message)
+        # The lock free and nothing queued before (a thread's messages keep their order):
+        # publish here; else the I/O thread, busy anyway, takes it with the others.
+        if not self._outbox and self.conn.try_run_locked(self._io_send, message):
             return message
         with self._outbox_lock:
             self._outbox.append(message)
