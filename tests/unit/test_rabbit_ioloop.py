@@ -110,6 +110,30 @@ def test_a_lent_block_keeps_the_loop_out(running_loop):
     assert not loop.holds_lock()
 
 
+def test_try_lend_takes_only_a_free_lock(running_loop):
+    loop, _thread = running_loop
+    inside, release = threading.Event(), threading.Event()
+
+    def hold():
+        with loop.lent():
+            inside.set()
+            release.wait(5)
+
+    holder = threading.Thread(target=hold)
+    holder.start()
+    assert inside.wait(5)
+    assert loop.try_lend() is False  # busy: the caller hands its work over instead
+    release.set()
+    holder.join(5)
+    deadline = time.monotonic() + 5
+    while not loop.try_lend():  # free again (the loop's thread may hold it for a moment)
+        assert time.monotonic() < deadline
+        time.sleep(0.001)
+    assert loop.holds_lock()
+    loop.end_lent()
+    assert not loop.holds_lock()
+
+
 @pytest.fixture
 def pair():
     """A connected socket pair; the first end is non-blocking, as pika's sockets are."""
