@@ -33,13 +33,33 @@ def register_opts(conf: cfg.ConfigOpts, opts: Iterable[cfg.Opt], group: str | No
         try:
             conf.register_opt(opt, group=group)
         except cfg.DuplicateOptError:
-            existing = conf._get_opt_info(opt.dest, group)["opt"]  # noqa: SLF001
-            if type(existing) is not type(opt) or existing.default != opt.default:
-                raise ConfigurationError(
-                    f"Option [{group or 'DEFAULT'}] {opt.name} is registered by another "
-                    f"library with a different type or default ({existing.default!r} "
-                    f"vs {opt.default!r})") from None
+            _check_shared(conf, opt, group)
             LOG.debug("Option [%s] %s already registered; sharing it", group, opt.name)
+
+
+def _check_shared(conf: cfg.ConfigOpts, opt: cfg.Opt, group: str | None) -> None:
+    """Accept an option another library registered only if it is the same setting.
+
+    oslo.config has no public way to fetch the registered option object, so this
+    compares what it can see publicly: while the value still comes from the other
+    registration's default, that default must equal ours (after our type's
+    conversion), and the value must be one our type accepts.
+    """
+    value = getattr(conf[group] if group else conf, opt.dest)
+    ours = opt.type(opt.default) if isinstance(opt.default, str) and opt.type else opt.default
+    location = conf.get_location(opt.dest, group).location
+    same = True
+    if location is cfg.Locations.opt_default:
+        same = value == ours
+    elif value is not None and opt.type is not None and not isinstance(opt, (cfg.ListOpt, cfg.DictOpt)):
+        try:
+            opt.type(value)
+        except (TypeError, ValueError):
+            same = False
+    if not same:
+        raise ConfigurationError(
+            f"Option [{group or 'DEFAULT'}] {opt.name} is registered by another "
+            f"library with a different type or default ({value!r} vs {opt.default!r})")
 
 
 def resolve_options(conf: cfg.ConfigOpts, group: str, opts: Iterable[cfg.Opt],
