@@ -10,7 +10,10 @@ original wire bytes, whatever they are) and its headers, plus these:
   requeue, or ``undecodable: <reason>``;
 * ``nt-pool``: the pool (consumer group) that gave up on it.
 
-Numbers are ASCII decimal. The original offset may only be committed once the
+Numbers are ASCII decimal. These headers are information for people and
+tools reading the copies: where a copy goes is decided by the topic it was
+read from and the listener's configuration (:class:`~.retry.Requeuer`), never
+by a header, which anyone producing to the topic can set. The original offset may only be committed once the
 broker confirmed the copy, so :class:`SideProducer` reports each delivery to a
 callback; a delivery that fails for a reason a resend can fix is sent again.
 """
@@ -89,9 +92,15 @@ def error_text(error: BaseException | str | None) -> str:
     return text[:MAX_ERROR_LENGTH]
 
 
-def copy_headers(record: Message, attempts: int, error: str, pool: str) -> list[tuple[str, bytes]]:
-    """The record's own headers with ours set for a retry or dead-letter copy."""
-    topic, partition, offset = origin_of(record)
+def copy_headers(record: Message, attempts: int, error: str, pool: str,
+                 origin: tuple[str, int, int] | None = None) -> list[tuple[str, bytes]]:
+    """The record's own headers with ours set for a retry or dead-letter copy.
+
+    ``origin`` is where the record was first read (default: what its headers
+    say, see :func:`origin_of`); a caller that read the record from a main
+    topic passes the record's own coordinates, so forged headers are replaced.
+    """
+    topic, partition, offset = origin if origin is not None else origin_of(record)
     kept = [(k, v) for k, v in (record.headers() or ()) if k not in OUR_HEADERS]
     return kept + [(ORIGINAL_TOPIC, topic.encode()), (ORIGINAL_PARTITION, str(partition).encode()),
                    (ORIGINAL_OFFSET, str(offset).encode()), (ATTEMPTS, str(attempts).encode()),

@@ -132,7 +132,7 @@ class KafkaDriver(BaseDriver):
         side = requeuer = None
         if settings.requeue_possible:
             side = SideProducer(kafka_config.producer_config(self.url, self.opts), name)
-            requeuer = Requeuer(settings, side, group, counters, settings.hooks, name)
+            requeuer = Requeuer(settings, side, group, counters, settings.hooks, name, topics)
         policy = self._policy(options.get("commit_policy"), settings, requeuer, counters)
         config = kafka_config.consumer_config(self.url, self.opts, group)
         if settings.at_least_once:
