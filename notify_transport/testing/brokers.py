@@ -209,6 +209,17 @@ class BrokerProcess(Broker):
         _signal_group(process, signal.SIGKILL)  # whatever it left behind in its group
         self._wait_port_free()
 
+    def kill(self) -> None:
+        """SIGKILL the process group at once (a crash: no clean shutdown), as a fault test wants."""
+        process, self._process = self._process, None
+        with _RUNNING_LOCK:
+            _RUNNING.discard(self)
+        if process is None:
+            return
+        _signal_group(process, signal.SIGKILL)
+        process.wait(self.stop_timeout)
+        self._wait_port_free()
+
     def restart(self) -> "BrokerProcess":
         """Stop and start again on the same port."""
         self.stop()
