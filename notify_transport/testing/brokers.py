@@ -192,11 +192,16 @@ class BrokerProcess(Broker):
                                        f"within {self.start_timeout}s:\n{self.log_tail()}")
             time.sleep(0.1)
 
-    def stop(self) -> None:
-        """SIGTERM the process group, SIGKILL it if it does not exit in time."""
+    def _forget_process(self) -> subprocess.Popen[bytes] | None:
+        """The running process, no longer tracked (stop() and kill() end it)."""
         process, self._process = self._process, None
         with _RUNNING_LOCK:
             _RUNNING.discard(self)
+        return process
+
+    def stop(self) -> None:
+        """SIGTERM the process group, SIGKILL it if it does not exit in time."""
+        process = self._forget_process()
         if process is None:
             return
         _signal_group(process, signal.SIGTERM)
@@ -211,9 +216,7 @@ class BrokerProcess(Broker):
 
     def kill(self) -> None:
         """SIGKILL the process group at once (a crash: no clean shutdown), as a fault test wants."""
-        process, self._process = self._process, None
-        with _RUNNING_LOCK:
-            _RUNNING.discard(self)
+        process = self._forget_process()
         if process is None:
             return
         _signal_group(process, signal.SIGKILL)

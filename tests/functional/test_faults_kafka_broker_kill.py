@@ -29,7 +29,6 @@ import notify_transport
 from notify_transport import Notifier, Target
 from notify_transport.drivers.kafka.hooks import ListenerHooks
 from notify_transport.exceptions import MessageDeliveryFailure
-from notify_transport.testing.brokers import NoidaBroker
 
 pytestmark = [pytest.mark.functional, pytest.mark.slow]
 
@@ -39,14 +38,6 @@ DOWN = 5.0          # seconds the broker stays down
 AFTER = 15.0        # seconds of sending after it answers again
 RESUME_WITHIN = 10.0
 IN_FLIGHT = 200     # at-least-once max_in_flight
-
-
-@pytest.fixture
-def own_noida(tmp_path):
-    broker = NoidaBroker(data_dir=tmp_path / "data")
-    broker.start()
-    yield broker
-    broker.close()
 
 
 def read_ids(driver, topic: str) -> list[int]:

@@ -86,6 +86,17 @@ def listener(policy: CommitPolicy, **options) -> KafkaListener:
     return KafkaListener({"group.id": "billing"}, [TOPIC], policy, settings=settings(**options))
 
 
+def at_least_once_listener():
+    """``(side, consumer, policy, listener)``: an at-least-once listener owning t.info[0]."""
+    side = FakeSide()
+    policy = AtLeastOnce(requeuer(side, delivery_mode="at_least_once"), DeliveryCounters(),
+                         ListenerHooks(), commit_interval=0)
+    consumer = FakeConsumer()
+    policy.attach(consumer, "test")
+    policy.on_assigned([TopicPartition(TOPIC, 0, 0)])
+    return side, consumer, policy, listener(policy, delivery_mode="at_least_once")
+
+
 # -- item 1: nothing in a record escapes the decoder ------------------------------------
 
 @pytest.mark.parametrize("raw", [NESTED, deep_payload(2000), deep_payload(5000),
@@ -114,13 +125,7 @@ def test_a_nested_record_among_valid_ones_loses_no_neighbour(caplog):
 
 
 def test_at_least_once_dead_letters_the_nested_record_and_commits_past_it():
-    side = FakeSide()
-    policy = AtLeastOnce(requeuer(side, delivery_mode="at_least_once"), DeliveryCounters(),
-                         ListenerHooks(), commit_interval=0)
-    consumer = FakeConsumer()
-    policy.attach(consumer, "test")
-    policy.on_assigned([TopicPartition(TOPIC, 0, 0)])
-    lst = listener(policy, delivery_mode="at_least_once")
+    side, consumer, policy, lst = at_least_once_listener()
     messages = lst._hand_out([record(0, valid(0)), record(1, NESTED), record(2, valid(2))])
     assert [m.offset for m in messages] == [0, 2]
     for m in messages:
@@ -196,13 +201,7 @@ def test_a_shared_retry_topic_uses_the_header_only_among_the_listeners_topics():
 
 
 def test_undecodable_record_with_hostile_headers_is_finished_in_at_least_once_mode():
-    side = FakeSide()
-    policy = AtLeastOnce(requeuer(side, delivery_mode="at_least_once"), DeliveryCounters(),
-                         ListenerHooks(), commit_interval=0)
-    consumer = FakeConsumer()
-    policy.attach(consumer, "test")
-    policy.on_assigned([TopicPartition(TOPIC, 0, 0)])
-    lst = listener(policy, delivery_mode="at_least_once")
+    side, consumer, policy, lst = at_least_once_listener()
     bad = record(0, b"\xff not json", headers=[("nt-original-topic", b"../bad topic!")])
     assert lst._hand_out([bad]) == []
     assert [s[0] for s in side.confirm_all()] == ["t.info.dlq"]
