@@ -15,7 +15,7 @@ import time
 import pytest
 from confluent_kafka import KafkaError, KafkaException
 
-from notify_transport.drivers.kafka import producer as producer_module
+from notify_transport.drivers.kafka import deadletter, producer as producer_module
 from notify_transport.drivers.kafka.producer import NotificationProducer
 
 OUT_OF_ORDER = KafkaError(KafkaError.OUT_OF_ORDER_SEQUENCE_NUMBER, "Broker: out of order sequence",
@@ -32,7 +32,7 @@ class FatalAfterRestart:
         self.raise_in_poll = threading.Event()
         self.closed = False
 
-    def produce(self, topic, value, key=None, on_delivery=None):
+    def produce(self, topic, value, key=None, on_delivery=None, headers=None):
         if self.closed:
             raise RuntimeError("Producer has been closed")
         if self.fatal:
@@ -125,3 +125,38 @@ def test_fatal_error_reported_by_error_cb_replaces_the_producer_at_the_next_send
     p.send("t.info", b"x")
     assert len(clients) == 2 and p.stats() == {"sent": 3, "delivered": 0, "failed": 1, "pending": 2}
     p.close()
+
+
+# -- the retry / dead-letter producer of a listener ----------------------------------
+
+@pytest.fixture
+def side_clients(monkeypatch):
+    made = []
+
+    def make(config):
+        made.append(FatalAfterRestart(config))
+        return made[-1]
+    monkeypatch.setattr(deadletter.confluent_kafka, "Producer", make)
+    return made
+
+
+def test_dead_letter_copies_move_to_a_new_client_after_a_fatal_error(side_clients):
+    side = deadletter.SideProducer({"bootstrap.servers": "x"}, "test")
+    outcomes = []
+    side.send("t.dlq", b"a", b"k", [], outcomes.append)
+    first = side_clients[0]
+    first.raise_in_poll.set()
+    side.serve()  # the listener's polling thread serves reports: the fatal error surfaces here
+    assert len(side_clients) == 2 and first.held == []  # replaced; the old one was purged
+    assert [held[:2] for held in side_clients[1].held] == [("t.dlq", b"a")]  # the copy resent
+    side.send("t.dlq", b"b", b"k", [], outcomes.append)
+    assert len(side_clients[1].held) == 2 and side.pending == 2 and outcomes == []
+
+
+def test_a_fatal_produce_sends_the_copy_on_a_new_client(side_clients):
+    side = deadletter.SideProducer({"bootstrap.servers": "x"}, "test")
+    side.send("t.dlq", b"a", b"k", [], lambda err: None)
+    side_clients[0].fatal = True
+    side.send("t.dlq", b"b", b"k", [], lambda err: None)
+    assert len(side_clients) == 2
+    assert sorted(h[1] for h in side_clients[1].held) == [b"a", b"b"]

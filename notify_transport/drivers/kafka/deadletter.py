@@ -28,6 +28,7 @@ import confluent_kafka
 from confluent_kafka import KafkaError, KafkaException, Message
 
 from notify_transport.drivers.kafka.config import RDKAFKA_LOG, redact
+from notify_transport.drivers.kafka.producer import fatal_error
 from notify_transport.drivers.kafka.reporting import RateLimitedLog
 
 LOG = logging.getLogger(__name__)
@@ -108,6 +109,7 @@ def copy_headers(record: Message, attempts: int, error: str, pool: str,
 
 
 Done = Callable[[KafkaError | None], None]
+
 
 
 class _Delivery:
@@ -192,7 +194,10 @@ class SideProducer:
             self.settled(delivery, err)
 
     def produce_now(self, delivery: _Delivery, wait: bool = True) -> None:
-        """Produce; when the local queue is full serve reports (``wait``) for a bounded time."""
+        """Produce; when the local queue is full serve reports (``wait``) for a bounded time.
+
+        A client in a fatal state is replaced and the copy produced on the new one.
+        """
         producer = self._client()
         deadline = time.monotonic() + QUEUE_WAIT
         while True:
@@ -203,7 +208,32 @@ class SideProducer:
             except BufferError:
                 if not wait or time.monotonic() >= deadline or self.closed:
                     raise
-                producer.poll(0.05)
+                self._poll(producer, 0.05)
+            except KafkaException as exc:
+                if fatal_error(exc) is None or self.closed:
+                    raise
+                self._replace(producer, exc.args[0])
+                producer = self._client()
+
+    def _poll(self, producer: confluent_kafka.Producer, timeout: float) -> None:
+        try:
+            producer.poll(timeout)
+        except KafkaException as exc:
+            if fatal_error(exc) is None:
+                raise
+            self._replace(producer, exc.args[0])
+
+    def _replace(self, producer: confluent_kafka.Producer, err: KafkaError) -> None:
+        """``producer`` hit a fatal error (e.g. after a broker crash): drop it; the copies it
+        held fail with a purge error and are sent again on a new client (their resends)."""
+        with self._lock:
+            if self._producer is not producer:
+                return
+            self._producer = None
+        LOG.error("%s: the retry/dead-letter producer hit a fatal error (%s); replacing it",
+                  self.name, err.str())
+        producer.purge(in_queue=True, in_flight=True, blocking=False)
+        producer.flush(0)  # the purged copies' reports: resent on the new client
 
     def settled(self, delivery: _Delivery, err: KafkaError | None) -> None:
         with self._lock:
@@ -221,7 +251,7 @@ class SideProducer:
         """Run the delivery callbacks that are due (non-blocking)."""
         producer = self._producer
         if producer is not None and self._pending:
-            producer.poll(0)
+            self._poll(producer, 0)
 
     def flush(self, timeout: float) -> int:
         """Wait up to ``timeout`` for every copy to be confirmed; return how many are pending."""

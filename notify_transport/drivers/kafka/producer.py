@@ -43,7 +43,7 @@ _QUEUE_POLL_INTERVAL = 0.05
 _REPORT_POLL_INTERVAL = 0.1
 
 
-def _fatal_error(exc: KafkaException) -> KafkaError | None:
+def fatal_error(exc: KafkaException) -> KafkaError | None:
     """The KafkaError of ``exc`` when it means the client is in a fatal state, else None."""
     err = exc.args[0] if exc.args else None
     if isinstance(err, KafkaError) and (err.fatal() or err.code() == KafkaError._FATAL):
@@ -150,7 +150,7 @@ class NotificationProducer:
                 except RuntimeError:  # closed under us
                     return
                 except KafkaException as exc:
-                    err = _fatal_error(exc)
+                    err = fatal_error(exc)
                     if err is None:
                         LOG.exception("Delivery report handling failed")
                         continue
@@ -239,7 +239,7 @@ class NotificationProducer:
         try:
             self._produce(producer, topic, value, key, retry)
         except KafkaException as exc:
-            err = _fatal_error(exc)
+            err = fatal_error(exc)
             if err is None:
                 self.failed.incr()
                 raise MessageDeliveryFailure(
