@@ -214,3 +214,26 @@ def test_scrub_removes_secret_values_quoted_in_an_error():
     text = client_check._scrub('Invalid value "hunter2hunter2" for "sasl.password"',
                                {"sasl.password": "hunter2hunter2", "acks": "all"})
     assert "hunter2hunter2" not in text and "***" in text
+
+
+def test_scrub_leaves_ordinary_words_alone_for_a_short_secret():
+    text = client_check._scrub('No such configuration property: "sasl.kerberos.bogus" ("p")',
+                               {"sasl.password": "p"})
+    assert text == 'No such configuration property: "sasl.kerberos.bogus" ("***")'
+
+
+def test_the_check_runs_no_sasl_login_but_still_checks_sasl_properties(monkeypatch):
+    made = []
+    real = client_check.confluent_kafka.Producer
+
+    def spy(conf):
+        made.append(dict(conf))
+        return real(conf)
+    monkeypatch.setattr(client_check.confluent_kafka, "Producer", spy)
+    notify_transport.get_notification_transport(
+        fresh_conf(), f"kafka://u:pw@{BROKER}/?security_protocol=SASL_SSL&sasl_mechanism=GSSAPI").cleanup()
+    assert made and made[0]["security.protocol"] == "ssl" and "bootstrap.servers" not in made[0]
+    with pytest.raises(ConfigurationError, match="sasl.kerberos.bogus"):
+        notify_transport.get_notification_transport(
+            fresh_conf(), f"kafka://u:pw@{BROKER}/?security_protocol=SASL_PLAINTEXT"
+                          "&librdkafka_config=sasl.kerberos.bogus:1")

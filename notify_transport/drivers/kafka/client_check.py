@@ -31,6 +31,8 @@ _CA_KEYWORDS = ("probe",)
 #: Properties the check sets itself: no broker, and librdkafka's own warnings (consumer
 #: properties given to the producer, ...) kept out of the logs.
 _CHECK_OVERRIDES = {"log_level": 0}
+#: Unquoted secret values shorter than this are left alone in an error text.
+_SCRUB_MIN_LENGTH = 6
 _NOT_FOR_THE_CHECK = ("bootstrap.servers", "metadata.broker.list", "logger", "error_cb",
                       "on_delivery", "on_commit", "stats_cb", "throttle_cb", "oauth_cb")
 
@@ -76,6 +78,11 @@ def check_clients(producer_conf: dict[str, Any], consumer_conf: dict[str, Any],
 def _create(kind: Any, what: str, conf: dict[str, Any]) -> None:
     trial = {k: v for k, v in conf.items() if k not in _NOT_FOR_THE_CHECK}
     trial.update(_CHECK_OVERRIDES)
+    protocol = str(trial.get("security.protocol", "plaintext")).lower()
+    if protocol.startswith("sasl"):
+        # property names and values are still checked, but no SASL login runs here
+        # (GSSAPI would run kinit, OAUTHBEARER/OIDC would fetch a token)
+        trial["security.protocol"] = "ssl" if protocol.endswith("ssl") else "plaintext"
     if what == "consumer" and not trial.get("group.id"):
         trial["group.id"] = "notify-transport-check"  # each listener names its own group
     try:
@@ -99,6 +106,10 @@ def _create(kind: Any, what: str, conf: dict[str, Any]) -> None:
 def _scrub(text: str, conf: dict[str, Any]) -> str:
     """``text`` without the value of any secret property (an error may quote a value)."""
     for key, value in conf.items():
-        if value and isinstance(value, str) and is_secret_property(key) and value in text:
+        if not value or not isinstance(value, str) or not is_secret_property(key):
+            continue
+        for quoted in (f'"{value}"', f"'{value}'"):
+            text = text.replace(quoted, '"***"')
+        if len(value) >= _SCRUB_MIN_LENGTH:  # shorter ones would hit ordinary words
             text = text.replace(value, "***")
     return text
