@@ -14,7 +14,8 @@ BOUNDED = settings(max_examples=150, deadline=None, suppress_health_check=[Healt
 # integers within 64 bits: orjson (the fast decoder) reads a larger one as a float, a known
 # precision loss the stdlib parser would avoid at twice the decoding cost on every message
 json_values = st.recursive(
-    st.none() | st.booleans() | st.integers(-(2**63), 2**63 - 1) | st.floats(allow_nan=False, allow_infinity=False) | st.text(max_size=20),
+    st.none() | st.booleans() | st.integers(-(2**63), 2**63 - 1)
+    | st.floats(allow_nan=False, allow_infinity=False) | st.text(max_size=20),
     lambda children: st.lists(children, max_size=4) | st.dictionaries(st.text(max_size=8), children,
                                                                         max_size=4),
     max_leaves=20)
