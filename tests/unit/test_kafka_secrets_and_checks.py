@@ -163,8 +163,10 @@ def test_a_real_certificate_and_key_pass_the_check(tmp_path):
 SECRET_PROPERTIES = ["sasl.password", "ssl.key.password", "ssl.keystore.password",
                      "sasl.oauthbearer.client.secret", "ssl.key.pem", "sasl.oauthbearer.config"]
 
+# a marker no log line holds by chance ("librdkafka" is a fine password, but not for this test)
 secrets = st.text(alphabet=st.characters(min_codepoint=0x30, max_codepoint=0x7a,
-                                         categories=("Lu", "Ll", "Nd")), min_size=10, max_size=24)
+                                         categories=("Lu", "Ll", "Nd")), min_size=8, max_size=22
+                  ).map(lambda text: f"Zq{text}")
 
 
 @settings(max_examples=100, deadline=None)
