@@ -7,13 +7,12 @@ a bare "cannot reach the cluster".
 """
 from __future__ import annotations
 
-import subprocess
-
 import pytest
 
 import notify_transport
 from notify_transport import Target
 from notify_transport.exceptions import ConfigurationError, MessagingException
+from notify_transport.testing.tls import self_signed_certificate
 
 pytestmark = [pytest.mark.functional]
 
@@ -32,12 +31,10 @@ def test_missing_ca_file_is_named_when_the_transport_is_built(noida, kafka_conf,
 
 def test_tls_against_a_plaintext_listener_reports_the_handshake(noida, kafka_conf, tmp_path,
                                                                  unique_topic):
-    key, cert = tmp_path / "key.pem", tmp_path / "cert.pem"
-    made = subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-subj",
-                           "/CN=localhost", "-days", "1", "-keyout", str(key), "-out", str(cert)],
-                          capture_output=True, check=False)
-    if made.returncode != 0:
+    made = self_signed_certificate(tmp_path)
+    if made is None:
         pytest.skip("openssl could not make a certificate")
+    _, cert = made
     transport = notify_transport.get_notification_transport(
         kafka_conf, noida.url(security_protocol="SSL", ssl_cafile=str(cert), listener_start_timeout=3))
     try:

@@ -5,7 +5,6 @@ from __future__ import annotations
 import io
 import logging
 import os
-import subprocess
 
 import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
@@ -15,6 +14,7 @@ import notify_transport
 from notify_transport.drivers.kafka import client_check, options as kafka_options
 from notify_transport.drivers.kafka.config import is_secret_property, redact
 from notify_transport.exceptions import ConfigurationError
+from notify_transport.testing.tls import self_signed_certificate
 
 BROKER = "127.0.0.1:1"  # nothing listens there
 
@@ -147,12 +147,10 @@ def test_a_tls_file_set_through_librdkafka_config_is_named_as_such(tmp_path):
 
 
 def test_a_real_certificate_and_key_pass_the_check(tmp_path):
-    key, cert = tmp_path / "key.pem", tmp_path / "cert.pem"
-    proc = subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-subj",
-                           "/CN=localhost", "-days", "1", "-keyout", str(key), "-out", str(cert)],
-                          capture_output=True, check=False)
-    if proc.returncode != 0:
+    made = self_signed_certificate(tmp_path)
+    if made is None:
         pytest.skip("openssl could not make a certificate")
+    key, cert = made
     transport = notify_transport.get_notification_transport(fresh_conf(), ssl_url(
         ssl_cafile=str(cert), ssl_client_cert_file=str(cert), ssl_client_key_file=str(key)))
     transport.cleanup()
