@@ -118,24 +118,34 @@ def encode(message: dict, ctxt: dict | None, version: float | str = 2.0,
     return inner
 
 
+#: Why a record nested too deeply is refused (the standard parser stops at
+#: Python's recursion limit, orjson at 1024 levels).
+TOO_DEEP = "nested too deeply to decode"
+
+
+def _parse(raw: bytes | bytearray | str, what: str) -> Any:
+    """JSON of ``raw``; any failure to parse it (deep nesting included) is a DecodeError."""
+    try:
+        return _loads(raw)
+    except RecursionError:
+        raise DecodeError(f"{what}: {TOO_DEEP}") from None
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise DecodeError(f"{what}: {exc}") from None
+
+
 def unwrap(raw: bytes | str | dict) -> dict:
     """Parse wire bytes (or an already parsed body) and remove the 2.0 envelope."""
-    try:
-        body = _loads(raw) if isinstance(raw, (bytes, bytearray, str)) else raw
-    except (ValueError, UnicodeDecodeError) as exc:
-        raise DecodeError(f"not JSON: {exc}") from None
+    body = _parse(raw, "not JSON") if isinstance(raw, (bytes, bytearray, str)) else raw
     if type(body) is not dict and not isinstance(body, dict):
         raise DecodeError(f"expected a JSON object, got {type(body).__name__}")
     if MESSAGE_KEY in body and VERSION_KEY in body:
         version = body[VERSION_KEY]
         if version != ENVELOPE_VERSION and (
                 str(version).split(".", 1)[0] != ENVELOPE_VERSION.split(".", 1)[0]):
-            raise DecodeError(f"unsupported envelope version {version!r}")
+            raise DecodeError(f"unsupported envelope version {_short(version)}")
         inner = body[MESSAGE_KEY]
-        try:
-            body = _loads(inner) if isinstance(inner, (str, bytes)) else inner
-        except (ValueError, UnicodeDecodeError) as exc:
-            raise DecodeError(f"envelope holds invalid JSON: {exc}") from None
+        body = _parse(inner, "envelope holds invalid JSON") if isinstance(inner, (str, bytes)) \
+            else inner
         if type(body) is not dict and not isinstance(body, dict):
             raise DecodeError(f"envelope holds a {type(body).__name__}, not an object")
     return body
@@ -165,11 +175,46 @@ def split_context(body: dict) -> tuple[dict, dict]:
 
 def decode(raw: bytes | str | dict) -> tuple[dict, dict]:
     """Return ``(ctxt, message)`` from wire bytes; raise :class:`DecodeError` if invalid."""
-    return split_context(unwrap(raw))
+    try:
+        return split_context(unwrap(raw))
+    except DecodeError:
+        raise
+    except (RecursionError, ValueError, TypeError) as exc:
+        raise DecodeError(_unexpected(exc)) from None
+
+
+def _short(value: Any, limit: int = 80) -> str:
+    """``repr(value)`` cut to ``limit`` characters: error texts never carry a whole record."""
+    try:
+        text = repr(value)
+    except RecursionError:
+        return f"<{type(value).__name__} nested too deeply>"
+    return text if len(text) <= limit else text[:limit] + "..."
+
+
+def _unexpected(exc: BaseException) -> str:
+    """The reason given for a record the decoder choked on (e.g. a deeply nested version field)."""
+    if isinstance(exc, RecursionError):
+        return TOO_DEEP
+    return f"cannot decode: {type(exc).__name__}: {str(exc)[:200]}"
 
 
 def decode_notification(raw: bytes | str | dict) -> tuple[dict, dict]:
-    """Like :func:`decode`, and check the message looks like a notification."""
+    """Like :func:`decode`, and check the message looks like a notification.
+
+    Whatever ``raw`` holds, the outcome is a notification or a
+    :class:`DecodeError`: bytes off the wire are data, and no content (deep
+    nesting, odd types) may make a consumer loop raise anything else.
+    """
+    try:
+        return _decode_notification(raw)
+    except DecodeError:
+        raise
+    except (RecursionError, ValueError, TypeError, KeyError, AttributeError) as exc:
+        raise DecodeError(_unexpected(exc)) from None
+
+
+def _decode_notification(raw: bytes | str | dict) -> tuple[dict, dict]:
     if type(raw) is bytes and orjson is not None:
         # the common case in one go: a 2.0 envelope around a notification with a
         # ``_context`` dict and nothing else; anything unusual takes the general path

@@ -192,11 +192,16 @@ class BrokerProcess(Broker):
                                        f"within {self.start_timeout}s:\n{self.log_tail()}")
             time.sleep(0.1)
 
-    def stop(self) -> None:
-        """SIGTERM the process group, SIGKILL it if it does not exit in time."""
+    def _forget_process(self) -> subprocess.Popen[bytes] | None:
+        """The running process, no longer tracked (stop() and kill() end it)."""
         process, self._process = self._process, None
         with _RUNNING_LOCK:
             _RUNNING.discard(self)
+        return process
+
+    def stop(self) -> None:
+        """SIGTERM the process group, SIGKILL it if it does not exit in time."""
+        process = self._forget_process()
         if process is None:
             return
         _signal_group(process, signal.SIGTERM)
@@ -207,6 +212,15 @@ class BrokerProcess(Broker):
             _signal_group(process, signal.SIGKILL)
             process.wait(self.stop_timeout)
         _signal_group(process, signal.SIGKILL)  # whatever it left behind in its group
+        self._wait_port_free()
+
+    def kill(self) -> None:
+        """SIGKILL the process group at once (a crash: no clean shutdown), as a fault test wants."""
+        process = self._forget_process()
+        if process is None:
+            return
+        _signal_group(process, signal.SIGKILL)
+        process.wait(self.stop_timeout)
         self._wait_port_free()
 
     def restart(self) -> "BrokerProcess":

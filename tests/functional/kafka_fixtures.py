@@ -38,6 +38,15 @@ def noida() -> Iterator[NoidaBroker]:
     broker.close()
 
 
+@pytest.fixture
+def own_noida(tmp_path: Any) -> Iterator[NoidaBroker]:
+    """A noida-db broker of the test's own (data in its tmp_path), for tests that stop or kill it."""
+    broker = NoidaBroker(data_dir=tmp_path / "data")
+    broker.start()
+    yield broker
+    broker.close()
+
+
 @pytest.fixture(scope="session")
 def tansu() -> Iterator[TansuBroker]:
     """The second broker: Tansu, memory only."""

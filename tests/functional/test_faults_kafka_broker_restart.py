@@ -24,19 +24,10 @@ import pytest
 
 import notify_transport
 from notify_transport import Notifier
-from notify_transport.testing.brokers import NoidaBroker
 
 pytestmark = [pytest.mark.functional, pytest.mark.slow]
 
 COUNT = 3000
-
-
-@pytest.fixture
-def own_noida(tmp_path):
-    broker = NoidaBroker(data_dir=tmp_path / "data")
-    broker.start()
-    yield broker
-    broker.close()
 
 
 def test_restart_while_sending_loses_and_duplicates_nothing(own_noida, kafka_conf, unique_topic,

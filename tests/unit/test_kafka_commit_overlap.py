@@ -114,6 +114,13 @@ def test_the_listener_waits_for_the_commit_even_when_decoding_raises(monkeypatch
     def explode(raw):
         raise RuntimeError("boom")
     monkeypatch.setattr(consumer_module, "decode_notification", explode)
+    assert listener._hand_out(records(42, value=good)) == []  # a decoder error: undecodable records
+    assert listener.skipped == 42 and p.committed == {("t.info", 0): 42}
+
+    def no_message(*args):  # an error outside the decoder (a bug) still reaches the caller
+        raise RuntimeError("boom")
+    monkeypatch.undo()
+    monkeypatch.setattr(consumer_module, "KafkaMessage", no_message)
     try:
         listener._hand_out(records(45, value=good))
     except RuntimeError:

@@ -44,7 +44,8 @@ class FakeSide:
 
 def requeuer(side=None, hooks=ListenerHooks(), **options):
     counters = DeliveryCounters()
-    return Requeuer(settings(**options), side or FakeSide(), "billing", counters, hooks), counters
+    return Requeuer(settings(**options), side or FakeSide(), "billing", counters, hooks,
+                    topics=["t.info"]), counters
 
 
 # -- headers ------------------------------------------------------------------------
@@ -197,7 +198,8 @@ def policy(side=None, **options):
     side = side or FakeSide()
     committed = []
     hooks = ListenerHooks(on_commit=lambda offsets, err: committed.append((offsets, err)))
-    p = AtLeastOnce(Requeuer(s, side, "g", counters, hooks), counters, hooks, commit_interval=0)
+    p = AtLeastOnce(Requeuer(s, side, "g", counters, hooks, topics=["t.info"]), counters, hooks,
+                    commit_interval=0)
     consumer = FakeConsumer()
     p.attach(consumer, "test")
     p.on_assigned([TopicPartition("t.info", 0, 0), TopicPartition("t.info", 1, 100)])
@@ -304,7 +306,7 @@ def test_failed_commit_is_counted_and_retried_later():
 def test_commit_before_dispatch_with_a_dead_letter_topic():
     side = FakeSide()
     s = settings(delivery_mode="commit_before_dispatch", retry_topic="{topic}.r.{pool}")
-    router = Requeuer(s, side, "g", DeliveryCounters(), ListenerHooks())
+    router = Requeuer(s, side, "g", DeliveryCounters(), ListenerHooks(), topics=["t.info"])
     cbd = CommitBeforeDispatch(router, ListenerHooks())
     consumer = FakeConsumer()
     cbd.attach(consumer, "cbd")

@@ -34,21 +34,33 @@ class TopicAdmin:
         self.timeout = timeout
         self._client: AdminClient | None = None
         self._lock = threading.Lock()
+        #: the last error librdkafka reported (TLS handshake, authentication, ...)
+        self.last_error: KafkaError | None = None
 
     def client(self) -> AdminClient:
         with self._lock:
             if self._client is None:
-                self._client = AdminClient({**self._config, "logger": RDKAFKA_LOG})
+                self._client = AdminClient({**self._config, "logger": RDKAFKA_LOG,
+                                            "error_cb": self._on_error})
             return self._client
+
+    def _on_error(self, err: KafkaError) -> None:
+        self.last_error = err
 
     def existing_topics(self) -> set[str]:
         """Names of the topics the cluster has now (no auto-creation side effect)."""
         try:
             metadata = self.client().list_topics(timeout=self.timeout)
         except KafkaException as exc:
+            try:
+                self.client().poll(0)  # serves the error callbacks that tell why
+            except (KafkaException, RuntimeError):
+                pass
+            last = self.last_error
+            cause = f"; last error: {last.str()}" if last is not None else ""
             raise MessagingException(
                 f"Cannot reach the Kafka cluster at {self._config.get('bootstrap.servers')} "
-                f"within {self.timeout}s: {exc.args[0].str()}") from None
+                f"within {self.timeout}s: {exc.args[0].str()}{cause}") from None
         return {name for name, topic in metadata.topics.items()
                 if topic.error is None and topic.partitions}
 

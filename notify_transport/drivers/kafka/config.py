@@ -161,7 +161,19 @@ def admin_config(url: Any, opts: types.SimpleNamespace) -> dict[str, Any]:
     return conf
 
 
+#: Parts of librdkafka property names whose values are secrets (passwords, keys,
+#: tokens, OAUTHBEARER settings that may embed a client secret).
+_SECRET_MARKERS = ("password", "secret", "key.pem", "keystore", "token", "oauthbearer.config",
+                   "credential", "private")
+
+
+def is_secret_property(name: str) -> bool:
+    """Whether the value of librdkafka property ``name`` must never be logged."""
+    lowered = str(name).lower()
+    return any(marker in lowered for marker in _SECRET_MARKERS)
+
+
 def redact(conf: dict[str, Any]) -> dict[str, Any]:
-    """A copy safe to log: passwords and secrets replaced by ``***``."""
-    return {k: ("***" if ("password" in k or "secret" in k) and v else v)
+    """A copy safe to log: the values of secret properties replaced by ``***``."""
+    return {k: ("***" if v and is_secret_property(k) else v)
             for k, v in conf.items() if not callable(v)}

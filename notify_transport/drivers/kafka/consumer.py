@@ -443,6 +443,9 @@ class KafkaListener(Listener):
             except DecodeError as exc:
                 self._skip(record, exc)
                 continue
+            except Exception as exc:  # noqa: BLE001 - no record may stop the loop or its neighbours
+                self._skip(record, DecodeError(f"cannot decode: {type(exc).__name__}: {str(exc)[:200]}"))
+                continue
             append(KafkaMessage(ctxt, message, record, on_ack, on_requeue))
         return out
 

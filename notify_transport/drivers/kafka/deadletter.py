@@ -10,7 +10,10 @@ original wire bytes, whatever they are) and its headers, plus these:
   requeue, or ``undecodable: <reason>``;
 * ``nt-pool``: the pool (consumer group) that gave up on it.
 
-Numbers are ASCII decimal. The original offset may only be committed once the
+Numbers are ASCII decimal. These headers are information for people and
+tools reading the copies: where a copy goes is decided by the topic it was
+read from and the listener's configuration (:class:`~.retry.Requeuer`), never
+by a header, which anyone producing to the topic can set. The original offset may only be committed once the
 broker confirmed the copy, so :class:`SideProducer` reports each delivery to a
 callback; a delivery that fails for a reason a resend can fix is sent again.
 """
@@ -25,6 +28,7 @@ import confluent_kafka
 from confluent_kafka import KafkaError, KafkaException, Message
 
 from notify_transport.drivers.kafka.config import RDKAFKA_LOG, redact
+from notify_transport.drivers.kafka.producer import fatal_error
 from notify_transport.drivers.kafka.reporting import RateLimitedLog
 
 LOG = logging.getLogger(__name__)
@@ -89,9 +93,15 @@ def error_text(error: BaseException | str | None) -> str:
     return text[:MAX_ERROR_LENGTH]
 
 
-def copy_headers(record: Message, attempts: int, error: str, pool: str) -> list[tuple[str, bytes]]:
-    """The record's own headers with ours set for a retry or dead-letter copy."""
-    topic, partition, offset = origin_of(record)
+def copy_headers(record: Message, attempts: int, error: str, pool: str,
+                 origin: tuple[str, int, int] | None = None) -> list[tuple[str, bytes]]:
+    """The record's own headers with ours set for a retry or dead-letter copy.
+
+    ``origin`` is where the record was first read (default: what its headers
+    say, see :func:`origin_of`); a caller that read the record from a main
+    topic passes the record's own coordinates, so forged headers are replaced.
+    """
+    topic, partition, offset = origin if origin is not None else origin_of(record)
     kept = [(k, v) for k, v in (record.headers() or ()) if k not in OUR_HEADERS]
     return kept + [(ORIGINAL_TOPIC, topic.encode()), (ORIGINAL_PARTITION, str(partition).encode()),
                    (ORIGINAL_OFFSET, str(offset).encode()), (ATTEMPTS, str(attempts).encode()),
@@ -99,6 +109,7 @@ def copy_headers(record: Message, attempts: int, error: str, pool: str) -> list[
 
 
 Done = Callable[[KafkaError | None], None]
+
 
 
 class _Delivery:
@@ -183,7 +194,10 @@ class SideProducer:
             self.settled(delivery, err)
 
     def produce_now(self, delivery: _Delivery, wait: bool = True) -> None:
-        """Produce; when the local queue is full serve reports (``wait``) for a bounded time."""
+        """Produce; when the local queue is full serve reports (``wait``) for a bounded time.
+
+        A client in a fatal state is replaced and the copy produced on the new one.
+        """
         producer = self._client()
         deadline = time.monotonic() + QUEUE_WAIT
         while True:
@@ -194,7 +208,32 @@ class SideProducer:
             except BufferError:
                 if not wait or time.monotonic() >= deadline or self.closed:
                     raise
-                producer.poll(0.05)
+                self._poll(producer, 0.05)
+            except KafkaException as exc:
+                if fatal_error(exc) is None or self.closed:
+                    raise
+                self._replace(producer, exc.args[0])
+                producer = self._client()
+
+    def _poll(self, producer: confluent_kafka.Producer, timeout: float) -> None:
+        try:
+            producer.poll(timeout)
+        except KafkaException as exc:
+            if fatal_error(exc) is None:
+                raise
+            self._replace(producer, exc.args[0])
+
+    def _replace(self, producer: confluent_kafka.Producer, err: KafkaError) -> None:
+        """``producer`` hit a fatal error (e.g. after a broker crash): drop it; the copies it
+        held fail with a purge error and are sent again on a new client (their resends)."""
+        with self._lock:
+            if self._producer is not producer:
+                return
+            self._producer = None
+        LOG.error("%s: the retry/dead-letter producer hit a fatal error (%s); replacing it",
+                  self.name, err.str())
+        producer.purge(in_queue=True, in_flight=True, blocking=False)
+        producer.flush(0)  # the purged copies' reports: resent on the new client
 
     def settled(self, delivery: _Delivery, err: KafkaError | None) -> None:
         with self._lock:
@@ -212,7 +251,7 @@ class SideProducer:
         """Run the delivery callbacks that are due (non-blocking)."""
         producer = self._producer
         if producer is not None and self._pending:
-            producer.poll(0)
+            self._poll(producer, 0)
 
     def flush(self, timeout: float) -> int:
         """Wait up to ``timeout`` for every copy to be confirmed; return how many are pending."""

@@ -26,7 +26,7 @@ from typing import Any, Iterable
 from notify_transport.drivers import envelope
 from notify_transport.drivers.base import BaseDriver, Listener
 from notify_transport.drivers.config import resolve_options
-from notify_transport.drivers.kafka import config as kafka_config
+from notify_transport.drivers.kafka import client_check, config as kafka_config
 from notify_transport.drivers.kafka.admin import TopicAdmin
 from notify_transport.drivers.kafka.atleastonce import AtLeastOnce
 from notify_transport.drivers.kafka.commit import AutoCommit, CommitBeforeDispatch, CommitPolicy
@@ -75,7 +75,9 @@ class KafkaDriver(BaseDriver):
                     "name: use ASCII letters, digits, '.', '_' and '-'") from None
         # built now so that a bad option fails here, not at the first send
         producer_conf = kafka_config.producer_config(url, self.opts)
-        kafka_config.consumer_config(url, self.opts, self.opts.consumer_group)
+        consumer_conf = kafka_config.consumer_config(url, self.opts, self.opts.consumer_group)
+        # librdkafka itself checks the properties (unknown ones, bad values, TLS files)
+        client_check.check_clients(producer_conf, consumer_conf, client_check.option_files(self.opts))
         self._kafka_topic_for = SendTopics(self.vhost)
         self._producer = NotificationProducer(producer_conf, self.opts.producer_queue_timeout,
                                               self.opts.flush_timeout, url.redacted())
@@ -133,7 +135,7 @@ class KafkaDriver(BaseDriver):
         side = requeuer = None
         if settings.requeue_possible:
             side = SideProducer(kafka_config.producer_config(self.url, self.opts), name)
-            requeuer = Requeuer(settings, side, group, counters, settings.hooks, name)
+            requeuer = Requeuer(settings, side, group, counters, settings.hooks, name, topics)
         policy = self._policy(options.get("commit_policy"), settings, requeuer, counters)
         config = kafka_config.consumer_config(self.url, self.opts, group)
         if settings.at_least_once:

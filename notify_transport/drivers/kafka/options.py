@@ -16,6 +16,35 @@ LOG = logging.getLogger(__name__)
 
 GROUP = "oslo_messaging_kafka"
 
+
+class SecretCompatStrOpt(cfg.StrOpt):
+    """A StrOpt that is always ``secret`` yet equal to oslo.messaging's definition, which is not.
+
+    oslo.config refuses a second registration of an option that differs in
+    any attribute; comparing without ``secret`` lets oslo.messaging register
+    its copy after ours (ours, hidden in ``log_opt_values()``, stays), and
+    ours after its copy (its copy stays: what oslo.messaging logs itself).
+    """
+
+    def __init__(self, name: str, **kwargs: object) -> None:
+        kwargs["secret"] = True
+        super().__init__(name, **kwargs)
+
+    @staticmethod
+    def _compared(opt: cfg.Opt) -> dict:
+        return {k: v for k, v in vars(opt).items() if k not in ("secret", "_set_location")}
+
+    def __eq__(self, another: object) -> bool:
+        if not isinstance(another, cfg.Opt):
+            return NotImplemented
+        return self._compared(self) == self._compared(another)
+
+    def __ne__(self, another: object) -> bool:
+        equal = self.__eq__(another)
+        return equal if equal is NotImplemented else not equal
+
+    __hash__ = cfg.StrOpt.__hash__
+
 oslo_compat_opts = [
     cfg.IntOpt('kafka_max_fetch_bytes', default=1024 * 1024,
                help='Max fetch bytes of Kafka consumer'),
@@ -56,9 +85,9 @@ oslo_compat_opts = [
     cfg.StrOpt('ssl_client_key_file',
                default='',
                help='Client key PEM file used for authentication.'),
-    cfg.StrOpt('ssl_client_key_password',
-               default='',
-               help='Client key password file used for authentication.')
+    SecretCompatStrOpt('ssl_client_key_password',
+                       default='',
+                       help='Client key password file used for authentication.')
 ]
 
 extra_opts = [
@@ -122,13 +151,15 @@ extra_opts = [
                help='SASL user name, when not given in the transport URL.'),
     cfg.StrOpt('sasl_password', default='', secret=True,
                help='SASL password, when not given in the transport URL.'),
-    cfg.DictOpt('librdkafka_config', default={},
+    cfg.DictOpt('librdkafka_config', default={}, secret=True,
                 help='Escape hatch: extra librdkafka properties for producers '
                      'and consumers (e.g. "socket.keepalive.enable:true"). '
-                     'They override what the options above set.'),
-    cfg.DictOpt('producer_config', default={},
+                     'They override what the options above set. This option '
+                     'and the two below are secret (hidden when option values '
+                     'are logged): they may hold passwords or keys.'),
+    cfg.DictOpt('producer_config', default={}, secret=True,
                 help='Extra librdkafka properties for producers only.'),
-    cfg.DictOpt('consumer_config', default={},
+    cfg.DictOpt('consumer_config', default={}, secret=True,
                 help='Extra librdkafka properties for consumers only.'),
 ]
 

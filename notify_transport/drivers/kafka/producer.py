@@ -13,6 +13,7 @@ fail. ``retry`` follows oslo.messaging's meaning:
 """
 from __future__ import annotations
 
+import functools
 import logging
 import threading
 import time
@@ -40,6 +41,14 @@ _PERMANENT = frozenset(getattr(KafkaError, name) for name in (
 _QUEUE_POLL_INTERVAL = 0.05
 #: How long the delivery-report thread waits for events in one poll.
 _REPORT_POLL_INTERVAL = 0.1
+
+
+def fatal_error(exc: KafkaException) -> KafkaError | None:
+    """The KafkaError of ``exc`` when it means the client is in a fatal state, else None."""
+    err = exc.args[0] if exc.args else None
+    if isinstance(err, KafkaError) and (err.fatal() or err.code() == KafkaError._FATAL):
+        return err
+    return None
 
 
 class _Resend:
@@ -107,13 +116,17 @@ class NotificationProducer:
             if self._fatal is not None and self._producer is not None:
                 self._replace_after_fatal()
             if self._producer is None:
+                self._fatal = None  # a late report of the replaced client's fatal error
                 config = dict(self._config)
                 config["on_delivery"] = self._on_delivery
-                config["error_cb"] = self._on_error
+                # bound to this client: a late fatal report of a replaced one changes nothing
+                client: list[confluent_kafka.Producer] = []
+                config["error_cb"] = functools.partial(self._on_error, client)
                 config["logger"] = RDKAFKA_LOG
                 LOG.debug("Creating Kafka producer for %s: %s", self._url_for_logs, redact(self._config))
                 try:
                     self._producer = confluent_kafka.Producer(config)
+                    client.append(self._producer)
                 except (KafkaException, ValueError, TypeError) as exc:
                     raise MessageDeliveryFailure(
                         f"Cannot create a Kafka producer for {self._url_for_logs}: {exc}") from exc
@@ -136,6 +149,15 @@ class NotificationProducer:
                     producer.poll(_REPORT_POLL_INTERVAL)
                 except RuntimeError:  # closed under us
                     return
+                except KafkaException as exc:
+                    err = fatal_error(exc)
+                    if err is None:
+                        LOG.exception("Delivery report handling failed")
+                        continue
+                    # e.g. OUT_OF_ORDER_SEQUENCE_NUMBER after a broker lost acknowledged
+                    # writes: this client is done for; its messages fail, the next one starts
+                    self._replace_now(producer, err)
+                    return
                 except Exception:  # a callback raised: keep serving the others
                     LOG.exception("Delivery report handling failed")
 
@@ -149,12 +171,24 @@ class NotificationProducer:
             thread.join()
 
     def _replace_after_fatal(self) -> None:
+        """Drop the client that hit a fatal error (its messages are failed and counted);
+        the next :meth:`producer` call creates a fresh one (a new idempotent session)."""
         old, err = self._producer, self._fatal
-        self._producer, self._fatal = None, None
+        self._producer = None
         self._stop_reporter()
-        LOG.error("Kafka producer hit a fatal error (%s); replacing it", err.str() if err else "?")
+        LOG.error("Kafka producer for %s hit a fatal error (%s); replacing it", self._url_for_logs,
+                  err.str() if err else "?")
         if old is not None:
             self._drain(old, 0)
+        self._fatal = None
+
+    def _replace_now(self, producer: confluent_kafka.Producer, err: KafkaError) -> None:
+        """``producer`` raised fatal error ``err``: replace it unless that was done already."""
+        with self._lock:
+            if self._producer is not producer:
+                return
+            self._fatal = err
+            self._replace_after_fatal()
 
     def flush(self, timeout: float | None = None) -> int:
         """Wait up to ``timeout`` seconds (None: until each message is delivered or
@@ -193,11 +227,34 @@ class NotificationProducer:
 
     # -- sending --------------------------------------------------------------
     def send(self, topic: str, value: bytes, key: Any = None, retry: int | None = None) -> None:
-        """Queue one message; raise MessageDeliveryFailure when it cannot be queued."""
+        """Queue one message; raise MessageDeliveryFailure when it cannot be queued.
+
+        A client found in a fatal state is replaced and the message queued on
+        the new one, so sending resumes as soon as the broker answers again.
+        """
         producer = self._producer
         if producer is None or self._fatal is not None:
             producer = self.producer()
         self.sent.incr()
+        try:
+            self._produce(producer, topic, value, key, retry)
+        except KafkaException as exc:
+            err = fatal_error(exc)
+            if err is None:
+                self.failed.incr()
+                raise MessageDeliveryFailure(
+                    f"Kafka refused a notification for topic {topic}: {exc.args[0].str()}") from None
+            self._replace_now(producer, err)
+            try:
+                self._produce(self.producer(), topic, value, key, retry)
+            except KafkaException as again:
+                self.failed.incr()
+                raise MessageDeliveryFailure(
+                    f"Kafka refused a notification for topic {topic}: {again.args[0].str()}") from None
+
+    def _produce(self, producer: confluent_kafka.Producer, topic: str, value: bytes, key: Any,
+                 retry: int | None) -> None:
+        """One produce; KafkaException is the caller's (a fatal state is recovered from there)."""
         try:
             if retry is None or retry <= 0:
                 producer.produce(topic, value, key)
@@ -205,10 +262,8 @@ class NotificationProducer:
                 producer.produce(topic, value, key, on_delivery=_Resend(self, topic, value, key, retry))
         except BufferError:
             self._produce_when_room(producer, topic, value, key, retry)
-        except KafkaException as exc:
-            self.failed.incr()
-            raise MessageDeliveryFailure(
-                f"Kafka refused a notification for topic {topic}: {exc.args[0].str()}") from None
+        except RuntimeError:  # closed by a replacement after a fatal error: try the new client
+            raise KafkaException(KafkaError(KafkaError._FATAL, "producer replaced")) from None
         except (TypeError, ValueError) as exc:
             self.failed.incr()
             raise MessageDeliveryFailure(f"Invalid notification for Kafka topic {topic}: {exc}") from None
@@ -218,8 +273,8 @@ class NotificationProducer:
         """The local queue is full: serve delivery reports until there is room, for a bounded time."""
         deadline = time.monotonic() + self._queue_timeout
         while True:
-            producer.poll(max(0.0, min(_QUEUE_POLL_INTERVAL, deadline - time.monotonic())))
             try:
+                producer.poll(max(0.0, min(_QUEUE_POLL_INTERVAL, deadline - time.monotonic())))
                 if retry is None or retry <= 0:
                     producer.produce(topic, value, key)
                 else:
@@ -233,10 +288,8 @@ class NotificationProducer:
                         f"Kafka producer queue for {self._url_for_logs} stayed full for "
                         f"{self._queue_timeout}s ({len(producer)} messages waiting for the "
                         f"broker); notification to topic {topic} not sent") from None
-            except KafkaException as exc:
-                self.failed.incr()
-                raise MessageDeliveryFailure(
-                    f"Kafka refused a notification for topic {topic}: {exc.args[0].str()}") from None
+            except RuntimeError:  # replaced after a fatal error meanwhile: try the new client
+                raise KafkaException(KafkaError(KafkaError._FATAL, "producer replaced")) from None
 
     # -- callbacks (run in whichever thread polls) -----------------------------
     def _on_delivery(self, err: KafkaError | None, msg: Any) -> None:
@@ -251,8 +304,11 @@ class NotificationProducer:
         self.failures.log(logging.ERROR, (topic, err.code()),
                           "Notification delivery to Kafka topic %s failed: %s", topic, err.str())
 
-    def _on_error(self, err: KafkaError) -> None:
+    def _on_error(self, client: list[confluent_kafka.Producer], err: KafkaError) -> None:
         if err.fatal():
+            if client and client[0] is not self._producer:
+                return  # already replaced
+            # the next send replaces the client
             self._fatal = err
             LOG.error("Kafka producer for %s: fatal error %s", self._url_for_logs, err.str())
         elif err.code() in (KafkaError._ALL_BROKERS_DOWN, KafkaError._TRANSPORT,

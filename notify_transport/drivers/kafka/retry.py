@@ -27,6 +27,7 @@ from notify_transport.drivers.kafka.counters import DeliveryCounters
 from notify_transport.drivers.kafka.deadletter import SideProducer
 from notify_transport.drivers.kafka.hooks import DeadLetter, ListenerHooks
 from notify_transport.drivers.kafka.settings import ListenerSettings
+from notify_transport.exceptions import ConfigurationError
 
 LOG = logging.getLogger(__name__)
 
@@ -35,16 +36,34 @@ Confirmed = Callable[[bool], None]
 
 
 class Requeuer:
-    """Sends records to the retry or the dead-letter topic and reports when they are safe."""
+    """Sends records to the retry or the dead-letter topic and reports when they are safe.
+
+    Where a copy goes depends only on the topic the record was read from and
+    on the listener's configuration (``topics`` and the templates): a record
+    of a main topic is a fresh one (attempt 1, whatever headers it carries);
+    a record of a retry topic belongs to the main topic whose retry topic it
+    is. Headers are data copied along, never routing instructions: anyone who
+    can produce to a topic can set them.
+    """
 
     def __init__(self, settings: ListenerSettings, side: SideProducer, pool: str,
-                 counters: DeliveryCounters, hooks: ListenerHooks, name: str = "listener") -> None:
+                 counters: DeliveryCounters, hooks: ListenerHooks, name: str = "listener",
+                 topics: Iterable[str] = ()) -> None:
         self.settings = settings
         self.side = side
         self.pool = pool
         self.counters = counters
         self.hooks = hooks
         self.name = name
+        #: the listener's own topics, and for each retry topic the main topics retried through it
+        self.topics = frozenset(topics)
+        self._mains_of: dict[str, list[str]] = {}
+        for main in _unique(topics):
+            retry = settings.retry_topic_for(main, pool)
+            if retry is not None and retry not in self.topics:
+                self._mains_of.setdefault(retry, []).append(main)
+        #: topic name -> dead-letter topic, filled on first use (templates validated then)
+        self._dead: dict[str, str | None] = {}
 
     # -- topics ----------------------------------------------------------------
     def retry_topics(self, topics: Iterable[str]) -> list[str]:
@@ -54,16 +73,56 @@ class Requeuer:
     def dead_letter_topics(self, topics: Iterable[str]) -> list[str]:
         return _unique(self.settings.dead_letter_topic_for(t, self.pool) for t in topics)
 
+    def main_topic(self, record: Message) -> str:
+        """The listener topic ``record`` belongs to: its own topic, or the one its retry topic retries.
+
+        A retry topic shared by several main topics (a template without
+        ``{topic}``) is the one case a header helps: it may pick one of those
+        main topics, nothing else.
+        """
+        topic = record.topic()
+        mains = self._mains_of.get(topic)
+        if not mains:
+            return topic
+        if len(mains) > 1:
+            named = deadletter.header(record.headers(), deadletter.ORIGINAL_TOPIC)
+            if named is not None:
+                wanted = named.decode("utf-8", "replace")
+                if wanted in mains:
+                    return wanted
+        return mains[0]
+
+    def from_retry_topic(self, record: Message) -> bool:
+        return record.topic() in self._mains_of
+
+    def attempts_made(self, record: Message) -> int:
+        """Attempts before this delivery: 0 for a record of a main topic, whatever its headers say."""
+        return deadletter.attempts_of(record) if self.from_retry_topic(record) else 0
+
+    def origin(self, record: Message) -> tuple[str, int, int]:
+        """Where ``record`` was first read: its coordinates, or (retry topics) what the copy carries."""
+        if self.from_retry_topic(record):
+            return deadletter.origin_of(record)
+        return record.topic(), record.partition(), record.offset()
+
+    def _dead_letter_topic(self, main: str) -> str | None:
+        if main not in self._dead:
+            self._dead[main] = self.settings.dead_letter_topic_for(main, self.pool)
+        return self._dead[main]
+
     # -- routing ---------------------------------------------------------------
     def requeue(self, record: Message, error: BaseException | None, on_done: Confirmed) -> None:
         """Processing of ``record`` failed (``error``) or was requeued (None): retry or dead-letter."""
-        attempts = deadletter.attempts_of(record) + 1
+        attempts = self.attempts_made(record) + 1
         text = deadletter.error_text(error)
         settings = self.settings
         retry_allowed = error is None or settings.requeue_on_error
-        origin = deadletter.origin_of(record)[0]
         if retry_allowed and settings.retry_topic is not None and attempts < settings.max_attempts:
-            topic = settings.retry_topic_for(origin, self.pool)
+            try:
+                topic = settings.retry_topic_for(self.main_topic(record), self.pool)
+            except ConfigurationError as exc:
+                self._unroutable(record, exc, on_done)
+                return
             self._send(record, topic, attempts, text, on_done, dead=False)  # type: ignore[arg-type]
         else:
             self.dead_letter(record, text, on_done, attempts)
@@ -76,8 +135,12 @@ class Requeuer:
         confirmation is logged at debug level only.
         """
         if attempts is None:
-            attempts = deadletter.attempts_of(record) + 1
-        topic = self.settings.dead_letter_topic_for(deadletter.origin_of(record)[0], self.pool)
+            attempts = self.attempts_made(record) + 1
+        try:
+            topic = self._dead_letter_topic(self.main_topic(record))
+        except ConfigurationError as exc:
+            self._unroutable(record, exc, on_done)
+            return
         if topic is None:
             LOG.error("%s: no dead_letter_topic: %s[%d]@%d (%s) is dropped", self.name,
                       record.topic(), record.partition(), record.offset(), error)
@@ -85,10 +148,17 @@ class Requeuer:
             return
         self._send(record, topic, attempts, error, on_done, dead=True, logged=logged)
 
+    def _unroutable(self, record: Message, exc: Exception, on_done: Confirmed) -> None:
+        """A topic outside the listener's own gives no valid copy topic: reported as a failed copy."""
+        LOG.error("%s: no retry / dead-letter topic for %s[%d]@%d: %s", self.name, record.topic(),
+                  record.partition(), record.offset(), exc)
+        self.counters.copy_failures.incr()
+        on_done(False)
+
     def _send(self, record: Message, topic: str, attempts: int, error: str, on_done: Confirmed,
               dead: bool, logged: bool = False) -> None:
-        headers = deadletter.copy_headers(record, attempts, error, self.pool)
-        origin = deadletter.origin_of(record)
+        origin = self.origin(record)
+        headers = deadletter.copy_headers(record, attempts, error, self.pool, origin)
         counters, hooks = self.counters, self.hooks
 
         def confirmed(err: KafkaError | None) -> None:

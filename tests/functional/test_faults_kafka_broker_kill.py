@@ -1,0 +1,190 @@
+"""The broker is SIGKILLed and restarted (issue 11): the notifier resumes, listeners lose nothing.
+
+A broker of the test's own (noida-db, data kept on disk) is killed without
+warning while notifications flow, and started again on the same port and data
+a few seconds later. A crash may cost writes the broker acknowledged but had
+not stored yet; with the idempotent producer the next writes then get
+OUT_OF_ORDER_SEQUENCE_NUMBER, a fatal error: the producer must be replaced
+(every message it held counted as failed) and sending resume.
+
+* notifier: every notification sent from 10 s after the broker answers again
+  is delivered, and every one sent meanwhile is either in the topic or
+  counted as failed (``delivery_stats()``), nothing pending at the end;
+* listener (both delivery modes): every notification already in the topic
+  before the crash is dispatched, duplicates are counted and stay below what
+  one poll and the in-flight limit hold.
+"""
+from __future__ import annotations
+
+import collections
+import json
+import logging
+import threading
+import time
+import uuid
+
+import pytest
+
+import notify_transport
+from notify_transport import Notifier, Target
+from notify_transport.drivers.kafka.hooks import ListenerHooks
+from notify_transport.exceptions import MessageDeliveryFailure
+
+pytestmark = [pytest.mark.functional, pytest.mark.slow]
+
+RATE = 200          # notifications per second
+BEFORE = 2.0        # seconds of sending before the crash
+DOWN = 5.0          # seconds the broker stays down
+AFTER = 15.0        # seconds of sending after it answers again
+RESUME_WITHIN = 10.0
+IN_FLIGHT = 200     # at-least-once max_in_flight
+
+
+def read_ids(driver, topic: str) -> list[int]:
+    reader = driver.read_topic(topic, "earliest", until_end=True)
+    try:
+        return [json.loads(json.loads(r.value)["oslo.message"])["payload"]["i"] for r in reader]
+    finally:
+        reader.close()
+
+
+def test_notifier_resumes_after_a_broker_crash(own_noida, kafka_conf, unique_topic, caplog):
+    caplog.set_level(logging.WARNING, "notify_transport")
+    topic = unique_topic("kill")
+    transport = notify_transport.get_notification_transport(
+        kafka_conf, own_noida.url(delivery_timeout=8.0))
+    driver = transport.driver
+    assert driver.opts.enable_idempotence and driver.opts.producer_acks == "all"
+    driver._admin.ensure_topics([f"{topic}.info"])
+    notifier = Notifier(transport, driver="messagingv2", topics=[topic], publisher_id="killer")
+    sent_at: list[float] = []
+    raised: list[int] = []
+    stop = threading.Event()
+
+    def send() -> None:
+        i = 0
+        while not stop.is_set():
+            sent_at.append(time.monotonic())
+            try:
+                notifier.info({}, "e", {"i": i})
+            except MessageDeliveryFailure:
+                raised.append(i)  # counted in delivery_stats() as failed too
+            i += 1
+            time.sleep(1.0 / RATE)
+
+    sender = threading.Thread(target=send)
+    sender.start()
+    try:
+        time.sleep(BEFORE)
+        own_noida.kill()
+        killed_at = time.monotonic()
+        time.sleep(DOWN)
+        own_noida.start()  # returns once the broker answers metadata requests
+        answered_at = time.monotonic()
+        time.sleep(AFTER)
+    finally:
+        stop.set()
+        sender.join(30)
+    assert not sender.is_alive()
+    assert transport.flush(30) == 0
+    stats = transport.delivery_stats()
+    total = len(sent_at)
+    assert stats["sent"] == total and stats["pending"] == 0
+    assert stats["delivered"] + stats["failed"] == total
+
+    ids = read_ids(driver, f"{topic}.info")
+    counts = collections.Counter(ids)
+    missing = sorted(set(range(total)) - set(counts))
+    duplicated = sum(n - 1 for n in counts.values() if n > 1)
+    resume_from = next(i for i, t in enumerate(sent_at) if t >= answered_at + RESUME_WITHIN)
+    late_missing = [i for i in missing if i >= resume_from]
+    first_ok_after = next((i for i in sorted(counts) if sent_at[i] >= answered_at), None)
+    resumed_after = sent_at[first_ok_after] - answered_at if first_ok_after is not None else -1.0
+    print(f"\nbroker killed after {BEFORE}s, down {answered_at - killed_at:.1f}s; sent {total}: "
+          f"delivered {stats['delivered']}, failed {stats['failed']} (raised {len(raised)}), "
+          f"missing from the topic {len(missing)}, duplicated {duplicated}; first delivered "
+          f"notification sent {resumed_after:.2f}s after the broker answered (-1: none)")
+    before = [i for i in missing if sent_at[i] < killed_at]
+    print(f"missing sent before the kill: {len(before)} ({before[:3]}..{before[-3:]}), during the "
+          f"outage: {len([i for i in missing if killed_at <= sent_at[i] < answered_at])}, after: "
+          f"{len([i for i in missing if sent_at[i] >= answered_at])}; last sent before the kill: "
+          f"{max(i for i, t in enumerate(sent_at) if t < killed_at)}")
+    assert late_missing == [], late_missing[:20]  # sending resumed within RESUME_WITHIN
+    # every notification sent since the crash that is not in the topic was reported as failed
+    since_crash = [i for i in missing if sent_at[i] >= killed_at]
+    assert len(since_crash) <= stats["failed"], (len(since_crash), stats)
+    # the others are writes the broker acknowledged just before it was killed and had not
+    # stored (noida-db keeps data across a clean stop, not necessarily across SIGKILL): no
+    # client can see that loss; it is confined to the moment of the crash
+    assert all(sent_at[i] >= killed_at - 1.0 for i in before), before[:20]
+    if stats["failed"]:
+        assert [r for r in caplog.records if r.levelno >= logging.ERROR and "failed" in r.getMessage()]
+    transport.cleanup()
+
+
+@pytest.mark.parametrize("mode", ["commit_before_dispatch", "at_least_once"])
+def test_listener_loses_nothing_across_a_broker_crash(own_noida, kafka_conf, unique_topic, mode):
+    count = 3000
+    topic = unique_topic(f"kill-{mode[:3]}")
+    transport = notify_transport.get_notification_transport(kafka_conf, own_noida.url())
+    notifier = Notifier(transport, driver="messagingv2", topics=[topic], publisher_id="p")
+    transport.driver._admin.ensure_topics([f"{topic}.info"])
+    for i in range(count):
+        notifier.info({}, "e", {"i": i})
+    assert transport.flush(30) == 0
+    time.sleep(1.0)  # let the broker store what it acknowledged before it is killed
+    assert len(read_ids(transport.driver, f"{topic}.info")) == count
+
+    seen: list[int] = []
+    lock = threading.Lock()
+    third = threading.Event()
+
+    class Endpoint:
+        def info(self, ctxt, publisher_id, event_type, payload, metadata):
+            with lock:
+                seen.append(payload["i"])
+                if len(seen) >= count // 3:
+                    third.set()
+            time.sleep(0.002)  # slow enough that the crash hits mid-stream
+
+    assigned_at: list[int] = []  # dispatches done when the listener (re)got its partitions
+
+    def on_assign(partitions):
+        with lock:
+            assigned_at.append(len(seen))
+
+    options = {"delivery_mode": mode, "start_position": "earliest",
+               "hooks": ListenerHooks(on_assign=on_assign)}
+    if mode == "at_least_once":
+        options.update(commit_interval=0.2, max_in_flight=IN_FLIGHT)
+    server = notify_transport.get_notification_listener(
+        transport, [Target(topic=topic)], [Endpoint()], pool=f"kill-{uuid.uuid4().hex[:6]}",
+        **options)
+    server.start()
+    try:
+        assert third.wait(60)
+        own_noida.kill()
+        time.sleep(3.0)
+        own_noida.start()
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline and len(set(seen)) < count:
+            time.sleep(0.1)
+        time.sleep(2.0)  # anything delivered twice shows up now
+        metrics = server.metrics()
+        assert server._thread is not None and server._thread.is_alive()
+    finally:
+        server.stop(timeout=15)
+        transport.cleanup()
+    counts = collections.Counter(seen)
+    missing = sorted(set(range(count)) - set(counts))
+    duplicated = sum(n - 1 for n in counts.values() if n > 1)
+    print(f"\n{mode}: {count} notifications, broker killed after {count // 3} dispatches: "
+          f"missing {len(missing)}, duplicated {duplicated}; dispatched when (re)assigned "
+          f"{assigned_at}; listener metrics {metrics}")
+    assert missing == []
+    # Only what was dispatched before the listener got its partitions back from the restarted
+    # broker can come again (its commits may be lost with the crash: noida-db kept none made in
+    # the last moments here), plus what one fetch and the in-flight limit hold.
+    assert len(assigned_at) >= 2, assigned_at
+    bound = assigned_at[-1] + transport.driver.opts.max_poll_records + IN_FLIGHT
+    assert duplicated <= bound, (duplicated, assigned_at)

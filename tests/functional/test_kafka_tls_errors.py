@@ -1,0 +1,48 @@
+"""A TLS misconfiguration is reported with its cause (issue 11, item 8), on a PLAINTEXT broker.
+
+A missing CA file fails when the transport is built, naming the option and
+the file; a valid CA file used against a listener that does not speak TLS
+fails when the listener starts, with librdkafka's handshake error rather than
+a bare "cannot reach the cluster".
+"""
+from __future__ import annotations
+
+import pytest
+
+import notify_transport
+from notify_transport import Target
+from notify_transport.exceptions import ConfigurationError, MessagingException
+from notify_transport.testing.tls import self_signed_certificate
+
+pytestmark = [pytest.mark.functional]
+
+
+class Endpoint:
+    def info(self, ctxt, publisher_id, event_type, payload, metadata):
+        pass
+
+
+def test_missing_ca_file_is_named_when_the_transport_is_built(noida, kafka_conf, tmp_path):
+    missing = tmp_path / "ca.pem"
+    with pytest.raises(ConfigurationError, match=f"ssl_cafile names '{missing}', which does not exist"):
+        notify_transport.get_notification_transport(
+            kafka_conf, noida.url(security_protocol="SSL", ssl_cafile=str(missing)))
+
+
+def test_tls_against_a_plaintext_listener_reports_the_handshake(noida, kafka_conf, tmp_path,
+                                                                 unique_topic):
+    made = self_signed_certificate(tmp_path)
+    if made is None:
+        pytest.skip("openssl could not make a certificate")
+    _, cert = made
+    transport = notify_transport.get_notification_transport(
+        kafka_conf, noida.url(security_protocol="SSL", ssl_cafile=str(cert), listener_start_timeout=3))
+    try:
+        server = notify_transport.get_notification_listener(
+            transport, [Target(topic=unique_topic("tls"))], [Endpoint()], pool="tls")
+        with pytest.raises(MessagingException) as info:
+            server.start()
+        text = str(info.value)
+        assert "SSL handshake failed" in text, text
+    finally:
+        transport.cleanup()
