@@ -48,8 +48,6 @@ import threading
 from types import ModuleType
 from typing import Any, Callable, TypeVar
 
-from oslo_utils import eventletutils
-
 #: The modules whose concurrency primitives must be native under eventlet.
 NATIVE_PACKAGE = "notify_transport.drivers.kafka"
 NATIVE_MODULES = ("notify_transport.drivers.base",)
@@ -62,8 +60,16 @@ _switch_lock = threading.Lock()
 
 
 def monkey_patched() -> bool:
-    """Whether eventlet patched ``threading`` in this process (so its threads are green)."""
-    return bool(eventletutils.is_monkey_patched("thread"))
+    """Whether eventlet patched ``threading`` in this process (so its threads are green).
+
+    A process that never imported eventlet is not patched: eventlet is not imported here then
+    (oslo_utils.eventletutils, which oslo.messaging uses for this, is deprecated).
+    """
+    if "eventlet" not in sys.modules:
+        return False
+    from eventlet import patcher
+
+    return bool(patcher.is_monkey_patched("thread"))
 
 
 def kafka_driver_modules() -> list[ModuleType]:
