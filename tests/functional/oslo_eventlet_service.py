@@ -219,6 +219,20 @@ class Service:
                                "levelname": c["payload"].get("levelname")} for c in recorder.calls]
         return report
 
+    def start_failure(self) -> dict:
+        """An unreachable broker: start() raises oslo's exception, from tpool, within its timeout."""
+        from notify_transport.testing.brokers import free_port
+
+        report: dict = {}
+        transport = self.transport(f"ntkafka://127.0.0.1:{free_port()}/v?listener_start_timeout=1")
+        server = self.listener(transport, self.topic("unreachable"), Recorder(), "p")
+        with self.hub.phase(report, "failed_start"):
+            try:
+                server.start()
+            except oslo_messaging.MessagingException as exc:
+                report["raised"] = f"{type(exc).__name__}: {exc}"
+        return report
+
     def stop_everything(self) -> dict:
         """stop(), wait() and cleanup() of every server and transport, each phase timed."""
         report: dict = {"servers": len(self.servers), "transports": len(self.transports)}
@@ -248,7 +262,8 @@ def main(argv: list[str]) -> int:
     cfg.CONF([], project="oslo-eventlet-check")
     emit("patched", thread=eventlet.patcher.is_monkey_patched("thread"), executor=executor)
     service = Service(bootstrap, executor, prefix)
-    for check in ("first_notification_and_vhost", "pools", "batch", "logging_handler", "stop_everything"):
+    for check in ("first_notification_and_vhost", "pools", "batch", "logging_handler", "start_failure",
+                  "stop_everything"):
         try:
             emit(check, **getattr(service, check)())
         except Exception as exc:  # noqa: BLE001 - reported, the test fails on it

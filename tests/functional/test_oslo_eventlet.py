@@ -109,7 +109,8 @@ def test_green_thread_runs_while_the_listener_waits(service) -> None:
     """Three idle seconds of listening (two listeners polling): the ticker keeps ticking."""
     idle = check(service, "first_notification_and_vhost")["idle"]
     assert idle["ticks"] >= 30 and idle["max_gap"] < MAX_GAP, idle
-    for name in ("first_notification_and_vhost", "pools", "batch", "logging_handler", "stop_everything"):
+    for name in ("first_notification_and_vhost", "pools", "batch", "logging_handler", "start_failure",
+                 "stop_everything"):
         for phase_name, phase in phases(check(service, name)).items():
             assert phase["max_gap"] < MAX_GAP, (name, phase_name, phase)
 
@@ -134,8 +135,15 @@ def test_logging_notification_handler(service) -> None:
          "msg": "from a native thread", "levelname": "WARNING"}]
 
 
+def test_start_failure_is_raised_through_tpool(service) -> None:
+    report = check(service, "start_failure")
+    assert "Cannot reach the Kafka cluster" in report.get("raised", ""), report
+    assert report["failed_start"]["seconds"] < START_BOUND
+    assert report["failed_start"]["max_gap"] < MAX_GAP, report
+
+
 def test_stop_wait_cleanup_finish_promptly(service) -> None:
     report = check(service, "stop_everything")
-    assert (report["servers"], report["transports"]) == (6, 5)
+    assert (report["servers"], report["transports"]) == (6, 6)
     total = sum(report[p]["seconds"] for p in ("stop", "wait", "cleanup"))
     assert total < STOP_BOUND, report
