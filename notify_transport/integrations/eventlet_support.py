@@ -34,29 +34,46 @@ poll loop) stays on the hub side with green primitives; nothing green is
 shared with a native thread, and nothing native that is held for long is
 waited on by the hub.
 
+Logging is the one green thing both sides share: eventlet greens the locks
+of the process's logging handlers, and a native thread that takes one while a
+green thread holds it (or the reverse) deadlocks the process's logging. So
+records that notify-transport's loggers make on a native thread (librdkafka's
+log lines included) are not emitted there: :class:`NativeLogBridge` queues
+them (``queue.SimpleQueue``, which takes no Python lock) and a green thread
+on the hub emits them, at most :data:`LOG_DRAIN_INTERVAL` later.
+
 Limits: each listener that polls holds one tpool thread for at most a poll
 slice (one second) at a time, and tpool has ``EVENTLET_THREADPOOL_SIZE``
 threads (20 by default): a service with many listeners should raise it.
-Native threads log through the process's logging handlers, whose locks
-eventlet greens, as every tpool user does (oslo.messaging's Kafka driver too).
-The hub is taken to run in the main thread, as in monkey-patched services.
+Records of other loggers made on native threads (a service's own code run
+in tpool, for instance) are not bridged. The hub is taken to run in the main
+thread, as in monkey-patched services.
 """
 from __future__ import annotations
 
+import logging
 import sys
 import threading
 from types import ModuleType
 from typing import Any, Callable, TypeVar
+
+from notify_transport.drivers.kafka.config import RDKAFKA_LOG
 
 #: The modules whose concurrency primitives must be native under eventlet.
 NATIVE_PACKAGE = "notify_transport.drivers.kafka"
 NATIVE_MODULES = ("notify_transport.drivers.base",)
 #: Standard modules that eventlet patches and the driver uses.
 PATCHED_STDLIB = ("threading", "queue", "time")
+#: notify-transport's loggers (one per module, named after it) are bridged.
+LOGGER_PREFIX = "notify_transport"
+#: How often the hub emits the records that native threads logged.
+LOG_DRAIN_INTERVAL = 0.05
 
 T = TypeVar("T")
 
 _switch_lock = threading.Lock()
+#: The process's one log bridge: loggers are process-wide, so is the bridge.
+_log_bridge: "NativeLogBridge | None" = None
 
 
 def monkey_patched() -> bool:
@@ -131,3 +148,83 @@ class Offload:
         if self._execute is not None and self.on_hub():
             return self._execute(func, *args, **kwargs)
         return func(*args, **kwargs)
+
+
+class NativeLogBridge(logging.Filter):
+    """A logger filter that defers records made on native threads to a green thread on the hub.
+
+    On the hub's thread a record passes. On any other native thread it is
+    queued and dropped there; :meth:`drain` (run every
+    :data:`LOG_DRAIN_INTERVAL` by :meth:`start`, and at driver cleanup) hands
+    it to its logger again on the hub, where it passes to the handlers.
+    """
+
+    def __init__(self, offload: Offload) -> None:
+        super().__init__()
+        from eventlet import patcher
+
+        self._on_hub = offload.on_hub
+        self._queue = patcher.original("queue").SimpleQueue()
+        self._green: Any = None
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if self._on_hub():
+            return True
+        self._queue.put(record)
+        return False
+
+    def drain(self) -> int:
+        """Emit the queued records (on the hub); return how many."""
+        if not self._on_hub():
+            return 0
+        count = 0
+        while True:
+            try:
+                record = self._queue.get_nowait()
+            except Exception:  # noqa: BLE001 - queue.Empty of the unpatched module
+                return count
+            try:
+                logging.getLogger(record.name).handle(record)
+            except Exception:  # noqa: BLE001 - a handler failed: go on with the others
+                logging.getLogger(__name__).exception("Could not emit a record from a native thread")
+            count += 1
+
+    def start(self) -> None:
+        """Run :meth:`drain` in a green thread of the hub, from now on."""
+        import eventlet
+
+        if self._green is None:
+            self._green = eventlet.spawn(self._run)
+
+    def _run(self) -> None:
+        import eventlet
+
+        while True:
+            self.drain()
+            eventlet.sleep(LOG_DRAIN_INTERVAL)
+
+    def attach(self) -> int:
+        """Add this filter to the logger of every loaded notify-transport module; return how many."""
+        added = 0
+        names = [name for name in list(sys.modules) if name == LOGGER_PREFIX
+                 or name.startswith(LOGGER_PREFIX + ".")]
+        names.append(RDKAFKA_LOG.name)  # librdkafka's own log lines
+        for name in names:
+            logger = logging.getLogger(name)
+            if self not in logger.filters:
+                logger.addFilter(self)
+                added += 1
+        return added
+
+
+def log_bridge(offload: Offload) -> NativeLogBridge | None:
+    """The process's bridge, attached to notify-transport's loggers and started (on the hub only)."""
+    global _log_bridge
+    if not offload.patched or not offload.on_hub():
+        return _log_bridge
+    with _switch_lock:
+        if _log_bridge is None:
+            _log_bridge = NativeLogBridge(offload)
+        _log_bridge.attach()
+        _log_bridge.start()
+    return _log_bridge

@@ -45,7 +45,7 @@ from notify_transport import exceptions as nt_exceptions
 from notify_transport.drivers.base import IncomingMessage, Listener
 from notify_transport.drivers.kafka.driver import KafkaDriver
 from notify_transport.drivers.kafka.reporting import RateLimitedLog
-from notify_transport.integrations.eventlet_support import Offload, use_native_threads
+from notify_transport.integrations.eventlet_support import Offload, log_bridge, use_native_threads
 from notify_transport.target import Target
 from notify_transport.url import TransportHost, TransportURL
 
@@ -256,8 +256,10 @@ class NtKafkaDriver(oslo_base.BaseDriver):
         super().__init__(conf, url, default_exchange, allowed_remote_exmods)
         #: how calls that may block reach the Kafka driver (through tpool under eventlet)
         self.offload = Offload()
+        self._log_bridge = None
         if self.offload.patched:
             use_native_threads()
+            self._log_bridge = log_bridge(self.offload)
         try:
             our_url, self.listener_options = convert_url(url)
             self.driver = KafkaDriver(conf, our_url, default_exchange, allowed_remote_exmods)
@@ -369,3 +371,5 @@ class NtKafkaDriver(oslo_base.BaseDriver):
             except Exception:  # noqa: BLE001 - close the others anyway
                 LOG.exception("Closing %r failed", poll_listener)
         self.offload(self.driver.cleanup)
+        if self._log_bridge is not None:
+            self._log_bridge.drain()  # what the driver logged while closing, now

@@ -164,3 +164,55 @@ def test_admin_result_is_bounded() -> None:
     with pytest.raises(MessagingException, match="did not answer an admin request within 0.2s"):
         admin._result(concurrent.futures.Future(), 0.2)
     assert time.monotonic() - started < 5
+
+
+LOG_CHILD = textwrap.dedent("""
+    import eventlet
+    eventlet.monkey_patch()
+    import io, json, logging
+    from eventlet import patcher
+    from oslo_config import cfg
+    import oslo_messaging
+
+    stream = io.StringIO()
+    logging.getLogger().addHandler(logging.StreamHandler(stream))
+    logging.getLogger().setLevel(logging.INFO)
+    cfg.CONF([])
+    transport = oslo_messaging.get_notification_transport(cfg.CONF, url="ntkafka://127.0.0.1:1/v")
+    ours = logging.getLogger("notify_transport.drivers.kafka.consumer")
+    librdkafka = logging.getLogger("notify_transport.drivers.kafka.librdkafka")
+    service = logging.getLogger("service")
+
+    def native(logger):
+        for n in range(5000):
+            logger.info("native %d", n)
+
+    threads = [patcher.original("threading").Thread(target=native, args=(lg,), daemon=True)
+               for lg in (ours, librdkafka)]
+    for thread in threads:
+        thread.start()
+
+    def green():
+        for n in range(20000):
+            service.info("green %d", n)
+            if n % 100 == 0:
+                eventlet.sleep(0)
+
+    for worker in [eventlet.spawn(green) for _ in range(2)]:
+        worker.wait()
+    while any(thread.is_alive() for thread in threads):
+        eventlet.sleep(0.01)
+    transport.cleanup()  # drains what is still queued
+    text = stream.getvalue()
+    print(json.dumps({"native": text.count("native"), "green": text.count("green")}))
+""")
+
+
+def test_native_threads_logging_beside_green_ones_neither_deadlocks_nor_loses_records() -> None:
+    """Without the bridge, the handler's greened lock deadlocks here within seconds
+    ("greenlet.error: Cannot switch to a different thread", then a hang)."""
+    env = dict(os.environ, PYTHONWARNINGS="ignore::DeprecationWarning")
+    result = subprocess.run([sys.executable, "-c", LOG_CHILD], capture_output=True, text=True, timeout=120,
+                            env=env)
+    assert result.returncode == 0, result.stderr[-4000:]
+    assert json.loads(result.stdout.strip().splitlines()[-1]) == {"native": 10000, "green": 40000}
