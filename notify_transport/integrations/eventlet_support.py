@@ -7,7 +7,7 @@ operating-system thread, taking turns at the hub. A librdkafka call that waits
 thread, so while it waits no green thread runs; a loop of such calls (a
 listener polling, the producer's delivery-report thread) stops the service.
 
-The design, in two parts, both confined to the oslo.messaging integration
+The design, in three parts, all confined to the oslo.messaging integration
 (notify-transport's core never imports eventlet):
 
 1. **notify-transport's Kafka driver runs on native threads.** Its modules
@@ -18,6 +18,10 @@ The design, in two parts, both confined to the oslo.messaging integration
    background threads (delivery reports, committer, workers, readers) are then
    operating-system threads, and its locks, events and queues are the
    operating system's, consistent among themselves whichever thread uses them.
+   (The standard modules stay green for the rest of the process; so do the
+   futures of ``concurrent.futures`` that confluent-kafka's AdminClient
+   returns, which is why the driver waits for them through a done-callback
+   and an event of its own, not on their condition.)
 2. **Calls from the hub cross over through** ``eventlet.tpool``, as
    oslo.messaging's own Kafka driver does with its ``tpool_execute``: every call
    of the integration into the driver that may wait (send, flush, listener
@@ -29,18 +33,18 @@ The design, in two parts, both confined to the oslo.messaging integration
    ``LoggingNotificationHandler`` turns into a notification) runs directly:
    tpool can only wake green threads of the hub's thread.
 
-The integration's own bookkeeping (its list of listeners, the stop flag of a
-poll loop) stays on the hub side with green primitives; nothing green is
-shared with a native thread, and nothing native that is held for long is
-waited on by the hub.
-
-Logging is the one green thing both sides share: eventlet greens the locks
-of the process's logging handlers, and a native thread that takes one while a
-green thread holds it (or the reverse) deadlocks the process's logging. So
-records that notify-transport's loggers make on a native thread (librdkafka's
-log lines included) are not emitted there: :class:`NativeLogBridge` queues
-them (``queue.SimpleQueue``, which takes no Python lock) and a green thread
-on the hub emits them, at most :data:`LOG_DRAIN_INTERVAL` later.
+   The integration's own bookkeeping (its list of listeners, the stop flag
+   of a poll loop) stays on the hub side with green primitives; nothing green
+   is shared with a native thread, and nothing native that is held for long
+   is waited on by the hub.
+3. **Log records cross over too.** Logging is the one green thing both sides
+   share: eventlet greens the locks of the process's logging handlers, and a
+   native thread that takes one while a green thread holds it (or the
+   reverse) deadlocks the process's logging. So records that
+   notify-transport's loggers make on a native thread (librdkafka's log lines
+   included) are not emitted there: :class:`NativeLogBridge` queues them
+   (``queue.SimpleQueue``, which takes no Python lock) and a green thread on
+   the hub emits them, at most :data:`LOG_DRAIN_INTERVAL` later.
 
 Limits: each listener that polls holds one tpool thread for at most a poll
 slice (one second) at a time, and tpool has ``EVENTLET_THREADPOOL_SIZE``
@@ -70,6 +74,7 @@ LOGGER_PREFIX = "notify_transport"
 LOG_DRAIN_INTERVAL = 0.05
 
 T = TypeVar("T")
+LOG = logging.getLogger(__name__)
 
 _switch_lock = threading.Lock()
 #: The process's one log bridge: loggers are process-wide, so is the bridge.
@@ -115,6 +120,9 @@ def use_native_threads() -> int:
                 if native is not None and value is not native:
                     setattr(module, attr, native)
                     switched += 1
+    if switched:
+        LOG.debug("eventlet: notify-transport's Kafka driver uses native threads (%d names switched)",
+                  switched)
     return switched
 
 
