@@ -11,4 +11,4 @@ docs: setup
 	.venv/bin/sphinx-build -W -b html doc/source doc/build/html
 bench: setup
 	bash scripts/rabbitmq.sh
-	.venv/bin/notify-transport bench
+	.venv/bin/python -m bench

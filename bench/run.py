@@ -71,7 +71,7 @@ class Sizes:
 
 
 def build_parser(parser: argparse.ArgumentParser | None = None) -> argparse.ArgumentParser:
-    """The options shared by ``python -m bench`` and ``notify-transport bench``."""
+    """The options of ``python -m bench``."""
     parser = parser or argparse.ArgumentParser(prog="python -m bench", description=__doc__.split("\n")[0])
     parser.add_argument("--quick", action="store_true", help="small counts: about a minute in all")
     parser.add_argument("--budget", type=float, default=None, metavar="SECONDS",

@@ -25,9 +25,10 @@ class InvalidTransportURL(ConfigurationError):
 class DriverLoadFailure(MessagingException):
     """No driver is installed for the URL's scheme, or it failed to load."""
 
-    def __init__(self, driver: str, msg: str) -> None:
-        super().__init__(msg)
+    def __init__(self, driver: str, ex: object) -> None:
+        super().__init__(str(ex))
         self.driver = driver
+        self.ex = ex
 
 
 class NotSupported(MessagingException, NotImplementedError):
@@ -56,6 +57,15 @@ class ServerListenError(MessagingServerError):
     def __init__(self, target: object, ex: BaseException) -> None:
         super().__init__(f"Failed to listen on {target}: {ex}")
         self.target = target
+        self.ex = ex
+
+
+class ExecutorLoadFailure(MessagingServerError, ConfigurationError):
+    """A server was asked for an executor this library does not run (only ``threading``)."""
+
+    def __init__(self, executor: str | None, ex: object) -> None:
+        super().__init__(f'Failed to load executor "{executor}": {ex}')
+        self.executor = executor
         self.ex = ex
 
 

@@ -70,9 +70,10 @@ def register_notifier_opts(conf: cfg.ConfigOpts) -> None:
 def list_opts() -> list[tuple[str | None, list[Any]]]:
     """Every option of the library, by group, for oslo-config-generator."""
     from notify_transport.drivers.kafka.options import GROUP as KAFKA_GROUP, all_opts as kafka_opts
+    from notify_transport.notify.drivers import routing_config_opt
     groups: list[tuple[str | None, list[Any]]] = [
         (None, copy.deepcopy(transport_opts)),
-        (NOTIFICATIONS_GROUP, copy.deepcopy(notifier_opts)),
+        (NOTIFICATIONS_GROUP, copy.deepcopy(notifier_opts) + [copy.deepcopy(routing_config_opt)]),
         (KAFKA_GROUP, copy.deepcopy(kafka_opts())),
     ]
     try:

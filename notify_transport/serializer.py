@@ -39,3 +39,12 @@ class NoOpSerializer(Serializer):
 
     def deserialize_context(self, ctxt: dict) -> Any:
         return ctxt
+
+
+class JsonPayloadSerializer(NoOpSerializer):
+    """Turns entities into JSON primitives with oslo.serialization, as oslo.messaging does
+    (datetimes to strings, sets and iterables to lists, objects to dicts)."""
+
+    def serialize_entity(self, ctxt: Any, entity: Any) -> Any:
+        from oslo_serialization import jsonutils
+        return jsonutils.to_primitive(entity, convert_instances=True)

@@ -18,6 +18,7 @@ class Target:
     def __init__(self, exchange: str | None = None, topic: str | None = None,
                  namespace: str | None = None, version: str | None = None,
                  server: str | None = None, fanout: bool | None = None,
+                 legacy_namespaces: list[str | None] | None = None,
                  accepted_namespaces: list[str | None] | None = None) -> None:
         self.exchange = exchange
         self.topic = topic
@@ -25,7 +26,8 @@ class Target:
         self.version = version
         self.server = server
         self.fanout = fanout
-        self.accepted_namespaces = accepted_namespaces or [namespace]
+        # oslo.messaging's meaning: the namespace, then older names it still answers to
+        self.accepted_namespaces = accepted_namespaces or [namespace] + list(legacy_namespaces or [])
 
     def __call__(self, **kwargs: Any) -> "Target":
         """Return a copy with some attributes replaced."""

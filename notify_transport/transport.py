@@ -18,11 +18,35 @@ from notify_transport import options
 from notify_transport.drivers.base import BaseDriver, Listener
 from notify_transport.exceptions import DriverLoadFailure, InvalidTarget, InvalidTransportURL, NotSupported
 from notify_transport.target import Target
-from notify_transport.url import TransportURL
+from notify_transport.url import TransportHost, TransportURL
+
+__all__ = ["DriverLoadFailure", "InvalidTransportURL", "Transport", "TransportHost", "TransportURL",
+           "TransportOptions", "get_transport", "set_transport_defaults", "NotificationTransport",
+           "RPCTransport", "get_notification_transport", "get_rpc_transport", "installed_drivers"]
 
 LOG = logging.getLogger(__name__)
 
 DRIVER_NAMESPACE = "notify_transport.drivers"
+
+
+def set_transport_defaults(control_exchange: str) -> None:
+    """Set the default of ``[DEFAULT] control_exchange`` (as oslo.messaging's function does)."""
+    cfg.set_defaults(options.transport_opts, control_exchange=control_exchange)
+
+
+class TransportOptions:
+    """Per-call options an RPC client hands to the driver (oslo.messaging's ``TransportOptions``)."""
+
+    def __init__(self, at_least_once: bool = False) -> None:
+        self._at_least_once = at_least_once
+
+    @property
+    def at_least_once(self) -> bool:
+        """Ask the driver to confirm the message reached a queue (mandatory publish)."""
+        return self._at_least_once
+
+    def __repr__(self) -> str:
+        return f"TransportOptions(at_least_once={self._at_least_once})"
 
 
 def installed_drivers() -> list[str]:
@@ -140,12 +164,13 @@ def get_notification_transport(conf: cfg.ConfigOpts, url: str | TransportURL | N
 
 
 def get_rpc_transport(conf: cfg.ConfigOpts, url: str | TransportURL | None = None,
-                      allowed_remote_exmods: Iterable[str] | None = None) -> RPCTransport:
+                      allowed_remote_exmods: Iterable[str] | None = None,
+                      transport_cls: type[RPCTransport] = RPCTransport) -> RPCTransport:
     """A transport for RPC: ``url``, else ``[DEFAULT] transport_url``."""
     options.register_transport_opts(conf)
     if url is None:
         url = conf.transport_url
-    transport = _make(RPCTransport, conf, url, allowed_remote_exmods)
+    transport = _make(transport_cls, conf, url, allowed_remote_exmods)
     if not transport.driver.supports_rpc:
         scheme = transport.url.transport
         transport.cleanup()

@@ -1,17 +1,72 @@
-"""Parsing and printing transport URLs.
+"""Parsing and printing transport URLs, as oslo.messaging 18.3.1 does.
 
 ``driver://[user:pass@]host[:port][,[user:pass@]host[:port]...]/[vhost][?key=val]``
+
+Every URL oslo.messaging accepts parses to the same driver, hosts, virtual
+host and query here, and formats back the same way (``foo:``, ``rabbit:``,
+``//vhost`` for a virtual host starting with ``/``, equality and hash without
+the query). Where oslo lets a malformed URL through (or fails with a raw
+``ValueError``), :meth:`TransportURL.parse` raises :class:`InvalidTransportURL`
+naming the problem: ports outside 1-65535 or not ASCII digits, an empty host
+before a port, control characters, host names longer than DNS allows, broken
+``%`` escapes in the virtual host, fragments, text after ``driver:`` that is
+neither ``//hosts`` nor ``/vhost``. doc/source/migration.rst lists them.
+
+Secrets never reach a repr or a ``str()``: passwords and secret-looking query
+values print as ``***``; :meth:`TransportURL.format` with
+``reveal_secrets=True`` gives the usable URL.
 
 Leaf module: drivers receive a :class:`TransportURL` and read its fields.
 """
 from __future__ import annotations
 
-from typing import Any
+import ipaddress
+import logging
+import re
+from typing import Any, Iterable
 from urllib import parse
 
 from notify_transport.exceptions import InvalidTransportURL
 
-_DEFAULT_PORTS = {"kafka": 9092, "rabbit": 5672}
+LOG = logging.getLogger(__name__)
+
+_DEFAULT_PORTS = {"kafka": 9092, "ntkafka": 9092, "rabbit": 5672}
+#: what a redacted secret prints as
+MASK = "***"
+#: DNS caps a name at 253 characters (255 octets on the wire)
+MAX_HOSTNAME_LENGTH = 253
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+_BAD_ESCAPE = re.compile(r"%(?![0-9A-Fa-f]{2})")
+_SECRET_WORDS = ("password", "passwd", "pwd", "secret", "token", "credential", "private")
+#: words after ``key`` that make it a reference to a key (a file, an id), not the key itself
+_KEY_REFERENCE_WORDS = frozenset({"file", "location", "path", "id", "name", "store", "size", "type"})
+
+
+def is_secret_key(name: str) -> bool:
+    """True for a query or property name whose value is a secret (``sasl_password``,
+    ``ssl.key.password``, ``*secret*``, ``*token*``, ``api_key``...)."""
+    norm = re.sub(r"[^a-z0-9]+", "_", name.lower())
+    if any(word in norm for word in _SECRET_WORDS):
+        return True
+    words = norm.split("_")
+    for i, word in enumerate(words):
+        if word in ("key", "apikey", "accesskey") and not _KEY_REFERENCE_WORDS.intersection(words[i + 1:]):
+            return True
+    return False
+
+
+def redact_value(name: str, value: str) -> str:
+    """``value`` with secrets masked: all of it for a secret ``name``, else any embedded
+    ``prop:secret`` / ``prop=secret`` pair (``librdkafka_config=sasl.password:x``)."""
+    if is_secret_key(name):
+        return MASK
+    if ":" not in value and "=" not in value:
+        return value
+    parts = []
+    for item in value.split(","):
+        prop, sep, _val = item.partition(":") if ":" in item else item.partition("=")
+        parts.append(f"{prop}{sep}{MASK}" if sep and is_secret_key(prop) else item)
+    return ",".join(parts)
 
 
 class TransportHost:
@@ -35,8 +90,7 @@ class TransportHost:
         return hash((self.hostname, self.port, self.username, self.password))
 
     def __repr__(self) -> str:
-        user = f"{self.username}:***@" if self.password else (f"{self.username}@" if self.username else "")
-        return f"<TransportHost {user}{self.netloc()}>"
+        return f"<TransportHost {self.format(reveal_secrets=False) or '(default)'}>"
 
     def netloc(self) -> str:
         """``host:port`` with IPv6 addresses in brackets, no credentials."""
@@ -45,12 +99,24 @@ class TransportHost:
             host = f"[{host}]"
         return f"{host}:{self.port}" if self.port is not None else host
 
+    def format(self, reveal_secrets: bool = False) -> str:
+        """``user:pass@host:port`` as oslo writes it; the password as ``***`` unless revealed."""
+        cred = ""
+        if self.username is not None or self.password is not None:
+            if self.username is not None:
+                cred = parse.quote(self.username, "")
+            if self.password is not None:
+                cred += ":" + (parse.quote(self.password, "") if reveal_secrets else MASK)
+            cred += "@"
+        return cred + self.netloc()
+
 
 class TransportURL:
     """A parsed transport URL: driver name, hosts, virtual host and query options.
 
     ``virtual_host`` is ``None`` when the URL has no path and ``""`` when it has
     an empty one (``kafka://h:9092/``); both mean "no vhost suffix" to Kafka.
+    Equality and the hash ignore ``query`` and ``conf``, as in oslo.messaging.
     """
 
     def __init__(self, conf: Any = None, transport: str | None = None,
@@ -65,37 +131,41 @@ class TransportURL:
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, TransportURL):
             return NotImplemented
-        return (self.transport, self.virtual_host, self.hosts, self.query) == (
-            other.transport, other.virtual_host, other.hosts, other.query)
+        return (self.transport, self.virtual_host, self.hosts) == (
+            other.transport, other.virtual_host, other.hosts)
 
     def __hash__(self) -> int:
-        return hash((self.transport, self.virtual_host, tuple(self.hosts)))
+        return hash((tuple(self.hosts), self.transport, self.virtual_host))
 
     def __repr__(self) -> str:
         return f"<TransportURL {self.redacted()}>"
 
     def __str__(self) -> str:
-        return self._format(redact=False)
+        return self.format(reveal_secrets=False)
 
     def redacted(self) -> str:
-        """The URL with every password replaced by ``***``, safe to log."""
-        return self._format(redact=True)
+        """The URL with every password and secret query value as ``***``, safe to log."""
+        return self.format(reveal_secrets=False)
 
-    def _format(self, redact: bool) -> str:
-        netlocs = []
-        for host in self.hosts:
-            cred = ""
-            if host.username is not None:
-                cred = parse.quote(host.username, safe="")
-                if host.password is not None:
-                    cred += ":" + ("***" if redact else parse.quote(host.password, safe=""))
-                cred += "@"
-            netlocs.append(cred + host.netloc())
-        url = f"{self.transport}://{','.join(netlocs)}"
-        if self.virtual_host is not None:
-            url += "/" + parse.quote(self.virtual_host, safe="")
+    def format(self, reveal_secrets: bool = False) -> str:
+        """The URL as oslo.messaging's ``str()`` writes it.
+
+        Secrets are masked unless ``reveal_secrets`` is true; with it,
+        ``TransportURL.parse(None, url.format(reveal_secrets=True)) == url``.
+        """
+        netlocs = ",".join(h.format(reveal_secrets) for h in self.hosts)
+        url = f"{self.transport}://{netlocs}/"
+        if self.virtual_host:
+            url += parse.quote(self.virtual_host)
         if self.query:
-            url += "?" + parse.urlencode(self.query)
+            pairs = []
+            for key, values in self.query.items():
+                for value in (values if isinstance(values, (list, tuple)) else [values]):
+                    value = str(value)
+                    shown = value if reveal_secrets else redact_value(str(key), value)
+                    text = parse.quote_plus(value) if shown == value else parse.quote_plus(shown, safe="*")
+                    pairs.append(f"{parse.quote_plus(str(key))}={text}")
+            url += "?" + "&".join(pairs)
         return url
 
     def bootstrap_servers(self, default_port: int | None = None) -> list[str]:
@@ -108,82 +178,165 @@ class TransportURL:
         return out
 
     @classmethod
-    def parse(cls, conf: Any = None, url: str | None = None) -> "TransportURL":
-        """Parse ``url``, or ``conf.transport_url`` when ``url`` is None."""
-        if url is None and conf is not None:
+    def parse(cls, conf: Any = None, url: "str | TransportURL | None" = None) -> "TransportURL":
+        """Parse ``url``, or ``conf.transport_url`` when ``url`` is empty."""
+        if isinstance(url, TransportURL):
+            return url
+        if not url and conf is not None:
             url = conf.transport_url
         if not url:
             raise InvalidTransportURL(str(url), "No transport URL given")
-        if isinstance(url, TransportURL):
-            return url
-        if "://" not in url:
-            raise InvalidTransportURL(_redact_raw(url), f"Invalid transport URL {_redact_raw(url)!r}: "
-                                      "expected driver://[user:pass@]host[:port][,...]/[vhost]")
-        scheme, rest = url.split("://", 1)
-        if not scheme or not scheme.replace("+", "").replace("-", "").replace("_", "").isalnum():
-            raise InvalidTransportURL(_redact_raw(url), f"Invalid driver name {scheme!r} in transport URL")
-        rest, _, fragment = rest.partition("#")
-        rest, _, query_str = rest.partition("?")
-        netloc, slash, path = rest.partition("/")
-        virtual_host = parse.unquote(path) if slash else None
-        query: dict[str, str] = {}
-        try:
-            for key, values in parse.parse_qs(query_str, keep_blank_values=True,
-                                              strict_parsing=bool(query_str)).items():
-                query[key] = ",".join(values)
-        except ValueError as exc:
-            raise InvalidTransportURL(_redact_raw(url), f"Invalid query string in transport URL: {exc}") from None
-        hosts = [cls._parse_host(url, h) for h in netloc.split(",")] if netloc else []
-        hosts = [h for h in hosts if h is not None]
-        return cls(conf=conf, transport=scheme.lower(), virtual_host=virtual_host,
-                   hosts=hosts, query=query)
+        if not isinstance(url, str):
+            raise InvalidTransportURL(repr(type(url)), f"Wrong URL type {type(url).__name__}: expected str")
+        return _Parser(url).parse(cls, conf)
 
-    @staticmethod
-    def _parse_host(url: str, text: str) -> TransportHost | None:
+
+class _Parser:
+    """One parse: the raw text, kept only to build redacted error messages."""
+
+    def __init__(self, url: str) -> None:
+        self.url = url
+
+    def fail(self, problem: str) -> InvalidTransportURL:
+        shown = redact_raw(self.url)
+        if len(shown) > 200:
+            shown = f"{shown[:200]}...({len(shown)} characters)"
+        for secret in _raw_secrets(self.url):
+            if len(secret) > 2:
+                problem = problem.replace(secret, MASK)
+        return InvalidTransportURL(shown, f"Invalid transport URL {shown!r}: {problem}")
+
+    def parse(self, cls: type[TransportURL], conf: Any) -> TransportURL:
+        match = _CONTROL.search(self.url)
+        if match:
+            raise self.fail(f"control character {match.group()!r} at position {match.start()}")
+        try:
+            parts = parse.urlparse(self.url)
+        except ValueError as exc:  # brackets that are not an IP address, NFKC tricks
+            problem = "the host part changes under NFKC normalization" if "NFKC" in str(exc) else str(exc)
+            raise self.fail(problem) from None
+        if not parts.scheme:
+            raise self.fail("no driver (scheme) given; expected driver://[user:pass@]host[:port][,...]/[vhost]")
+        if parts.fragment or self.url.endswith("#"):
+            raise self.fail("'#' starts a fragment, which transport URLs do not have "
+                            "(percent-encode '#' in a password as %23)")
+        if parts.params:
+            raise self.fail(f"';' parameters are not part of a virtual host: {parts.params!r}")
+        if parts.path and not parts.path.startswith("/"):
+            raise self.fail(f"{parts.path!r} after '{parts.scheme}:' is neither //hosts nor /vhost")
+        virtual_host = None
+        if parts.path.startswith("/"):
+            raw_vhost = parts.path[1:]
+            if _BAD_ESCAPE.search(raw_vhost):
+                raise self.fail(f"invalid %-escape in virtual host {raw_vhost!r} "
+                                "(write '%' as %25)")
+            try:
+                virtual_host = parse.unquote(raw_vhost, errors="strict")
+            except UnicodeDecodeError:
+                raise self.fail(f"virtual host {raw_vhost!r} is not UTF-8 once unescaped") from None
+        query = {}
+        if parts.query:
+            for key, values in parse.parse_qs(parts.query).items():
+                query[key] = ",".join(values)
+        hosts = [self.host(text) for text in parts.netloc.split(",") if text]
+        with_creds = [h.hostname for h in hosts if h.username is not None and h.password is not None]
+        without_creds = [h.hostname for h in hosts if h.username is None or h.password is None]
+        if with_creds and without_creds:
+            LOG.warning("All hosts must be set with username/password or not at the same time. "
+                        "Hosts with credentials are: %s. Hosts without credentials are %s.",
+                        with_creds, without_creds)
+        return cls(conf, parts.scheme, virtual_host, hosts, query)
+
+    def host(self, text: str) -> TransportHost:
         username = password = None
         if "@" in text:
-            cred, text = text.rsplit("@", 1)
-            if ":" in cred:
-                username, password = cred.split(":", 1)
+            username, text = text.rsplit("@", 1)
+            if ":" in username:
+                username, password = username.split(":", 1)
                 password = parse.unquote(password)
-            else:
-                username = cred
             username = parse.unquote(username)
-        port_text = None
+        hostname, port = self.host_port(text)
+        return TransportHost(hostname, port, username, password)
+
+    def host_port(self, text: str) -> tuple[str | None, int | None]:
+        """oslo_utils.netutils.parse_host_port's split, with each malformed case refused."""
+        if not text:
+            return None, None  # credentials without a host: oslo's "creds_no_host"
+        if len(text) > MAX_HOSTNAME_LENGTH + 8:
+            raise self.fail(f"host name of {len(text)} characters; DNS allows {MAX_HOSTNAME_LENGTH}")
         if text.startswith("["):
-            end = text.find("]")
-            if end < 0:
-                raise InvalidTransportURL(_redact_raw(url), f"Invalid IPv6 address {text!r}: missing ']'")
-            hostname = text[1:end]
-            tail = text[end + 1:]
-            if tail and not tail.startswith(":"):
-                raise InvalidTransportURL(_redact_raw(url), f"Unexpected {tail!r} after IPv6 address")
-            port_text = tail[1:] if tail else None
-        elif ":" in text:
-            hostname, port_text = text.split(":", 1)
-        else:
-            hostname = text
-        port = None
-        if port_text:
-            if not port_text.isdigit() or not 0 < int(port_text) < 65536:
-                raise InvalidTransportURL(_redact_raw(url), f"Invalid port {port_text!r} for host {hostname!r}")
-            port = int(port_text)
-        if not hostname and username is None and port is None:
-            return None
-        return TransportHost(hostname or None, port, username, password)
+            host, sep, tail = text[1:].partition("]")
+            if not sep or (tail and not tail.startswith(":")):
+                raise self.fail(f"expected [ipv6-address] or [ipv6-address]:port, got {text!r}")
+            self.check_ipv6(host)
+            return host, self.port(tail[1:], host) if tail else None
+        if text.count(":") > 1:
+            self.check_ipv6(text)  # oslo reads an unbracketed address with colons as IPv6, no port
+            return text, None
+        host, _, port_text = text.partition(":")
+        if not host:
+            raise self.fail(f"empty host name before port {port_text!r}" if port_text else "empty host name")
+        self.check_hostname(host)
+        return host, self.port(port_text, host) if ":" in text else None
+
+    def port(self, text: str, host: str) -> int:
+        if not (text.isascii() and text.isdigit()) or not 0 < int(text) < 65536:
+            raise self.fail(f"invalid port {text!r} for host {host!r}: expected a number from 1 to 65535")
+        return int(text)
+
+    def check_hostname(self, host: str) -> None:
+        if len(host) > MAX_HOSTNAME_LENGTH:
+            raise self.fail(f"host name of {len(host)} characters; DNS allows {MAX_HOSTNAME_LENGTH}")
+        if any(c.isspace() for c in host):
+            raise self.fail(f"white space in host name {host!r}")
+
+    def check_ipv6(self, host: str) -> None:
+        try:
+            ipaddress.IPv6Address(host)
+        except ValueError:
+            raise self.fail(f"{host[:80]!r} is not an IPv6 address (a host:port has one ':'; "
+                            "an IPv6 address with a port goes in brackets)") from None
 
 
-def _redact_raw(url: str) -> str:
-    """Hide passwords in a URL string that may not even parse."""
-    out = []
-    scheme, sep, rest = url.partition("://")
-    if not sep:
-        return url
-    netloc, slash, tail = rest.partition("/")
+def _raw_secrets(url: str) -> Iterable[str]:
+    """Password-looking pieces of a URL string that may not even parse."""
+    rest = url.partition("://")[2] or url.partition(":")[2]
+    netloc = re.split(r"[/?]", rest, maxsplit=1)[0]
     for part in netloc.split(","):
-        if "@" in part:
-            cred, host = part.rsplit("@", 1)
-            user = cred.split(":", 1)[0]
-            part = f"{user}:***@{host}" if ":" in cred else part
-        out.append(part)
-    return f"{scheme}://{','.join(out)}{slash}{tail}"
+        cred = part.rpartition("@")[0]
+        if ":" in cred:
+            yield cred.split(":", 1)[1]
+    for _key, value in parse.parse_qsl(url.partition("?")[2]):
+        yield value
+
+
+def redact_raw(url: str) -> str:
+    """Hide passwords and secret query values in a URL string that may not even parse."""
+    scheme, sep, rest = url.partition("://")
+    if sep:
+        netloc, slash, tail = rest.partition("/")
+        before_query, qmark, query = tail.partition("?")
+        if not slash:
+            netloc, qmark, query = netloc.partition("?")
+        hosts = []
+        for part in netloc.split(","):
+            cred, at, host = part.rpartition("@")
+            if at and ":" in cred:
+                part = f"{cred.split(':', 1)[0]}:{MASK}@{host}"
+            hosts.append(part)
+        url = f"{scheme}://{','.join(hosts)}{slash}{before_query}{qmark}{_redact_query(query)}"
+    else:
+        base, qmark, query = url.partition("?")
+        url = f"{base}{qmark}{_redact_query(query)}"
+    return url
+
+
+def _redact_query(query: str) -> str:
+    out = []
+    for item in query.split("&") if query else []:
+        key, eq, value = item.partition("=")
+        if eq:
+            masked = redact_value(parse.unquote_plus(key), parse.unquote_plus(value))
+            value = value if masked == parse.unquote_plus(value) else parse.quote_plus(masked, safe="*:,=")
+        out.append(f"{key}{eq}{value}")
+    return "&".join(out)

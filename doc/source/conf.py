@@ -25,7 +25,11 @@ version = ".".join(release.split(".")[:2])
 extensions = [
     "sphinx.ext.autodoc",
     "oslo_config.sphinxext",
+    "sphinxarg.ext",  # sphinx-argparse: the CLI reference from the parser (cli.rst)
 ]
+
+#: quotes and ellipses only: "--option" must not become an en dash in the CLI reference
+smartquotes_action = "qe"
 
 autodoc_member_order = "bysource"
 autodoc_typehints = "signature"

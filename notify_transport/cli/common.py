@@ -1,35 +1,68 @@
-"""Options shared by subcommands: config files and the transport URL."""
+"""What the subcommands share: the configuration, the transport URL, the extras they need."""
 from __future__ import annotations
 
 import argparse
 import contextlib
+import importlib.util
 import logging
 import os
-from typing import Iterator
+from typing import Iterator, Sequence
 
 from oslo_config import cfg
 
+from notify_transport.cli import global_options
+from notify_transport.cli.global_options import URL_ENV
+from notify_transport.exceptions import ConfigurationError
 from notify_transport.options import NOTIFICATIONS_GROUP, register_notifier_opts, register_transport_opts
 
 LOG = logging.getLogger(__name__)
 
-#: Environment variable naming a transport URL when none is given otherwise.
-URL_ENV = "NOTIFY_TRANSPORT_URL"
+__all__ = ["URL_ENV", "MissingExtra", "add_transport_args", "configured_url", "load_conf",
+           "require_extra", "url_or_embedded_broker"]
+
+
+class MissingExtra(ConfigurationError):
+    """A command needs an optional extra that is not installed (one line, exit status 2)."""
+
+
+def missing_modules(modules: Sequence[str]) -> list[str]:
+    """The top-level modules of ``modules`` that cannot be imported here (without importing them)."""
+    return [name for name in modules if importlib.util.find_spec(name) is None]
+
+
+def require_extra(extra: str, modules: Sequence[str], what: str) -> None:
+    """Raise :class:`MissingExtra` saying how to install ``extra`` when one of ``modules`` is missing."""
+    missing = missing_modules(modules)
+    if missing:
+        raise MissingExtra(f"{what} needs the {extra!r} extra ({', '.join(missing)} not installed): "
+                           f"pip install 'notify-transport[{extra}]'")
 
 
 def add_transport_args(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--config-file", action="append", default=[], metavar="PATH",
-                        help="oslo.config file(s) to read (may repeat)")
-    parser.add_argument("--transport-url", metavar="URL",
-                        help="e.g. kafka://host:9092/vhost; default: --config-file's "
-                             f"notification transport_url, then ${URL_ENV}")
+    """Kept for commands written before the global options: ``--config-file``,
+    ``--config-dir`` and ``--transport-url`` are now on every command (see
+    :mod:`notify_transport.cli.global_options`), so this adds nothing."""
 
 
 def load_conf(args: argparse.Namespace) -> cfg.ConfigOpts:
-    """A fresh ConfigOpts reading the given config files."""
+    """A fresh ConfigOpts reading --config-file then --config-dir; a file that cannot be read is one line."""
+    global_options.merge(args)  # idempotent; for parsers built outside cli.main
+    files = list(getattr(args, "config_file", None) or [])
+    dirs = list(getattr(args, "config_dir", None) or [])
+    for path in files:
+        if not os.path.isfile(path):
+            raise ConfigurationError(f"config file {path}: "
+                                     f"{'is a directory' if os.path.isdir(path) else 'no such file'}")
+        if not os.access(path, os.R_OK):
+            raise ConfigurationError(f"config file {path}: permission denied")
+    for path in dirs:
+        if not os.path.isdir(path):
+            raise ConfigurationError(f"config dir {path}: no such directory")
     conf = cfg.ConfigOpts()
-    conf(args=[], project="notify-transport", default_config_files=list(args.config_file or []),
-         default_config_dirs=[])
+    try:
+        conf(args=[], project="notify-transport", default_config_files=files, default_config_dirs=dirs)
+    except cfg.Error as exc:
+        raise ConfigurationError(str(exc)) from None
     register_transport_opts(conf)
     register_notifier_opts(conf)
     return conf
@@ -37,11 +70,12 @@ def load_conf(args: argparse.Namespace) -> cfg.ConfigOpts:
 
 def configured_url(args: argparse.Namespace, conf: cfg.ConfigOpts) -> str | None:
     """The notification URL from the command line, the config files or the environment."""
-    if args.transport_url:
+    if getattr(args, "transport_url", None):
         return args.transport_url
     if conf[NOTIFICATIONS_GROUP].transport_url:
         return conf[NOTIFICATIONS_GROUP].transport_url
-    if args.config_file and "transport_url" in _set_in_files(conf):
+    if (getattr(args, "config_file", None) or getattr(args, "config_dir", None)) \
+            and "transport_url" in _set_in_files(conf):
         return conf.transport_url
     return os.environ.get(URL_ENV) or None
 
@@ -62,8 +96,9 @@ def url_or_embedded_broker(args: argparse.Namespace, conf: cfg.ConfigOpts,
     try:
         from notify_transport.testing.brokers import NoidaBroker
     except ImportError as exc:  # pragma: no cover - the embedded extra
-        raise SystemExit("No transport_url configured and the embedded broker is not installed: "
-                         f"pip install 'notify-transport[embedded]' ({exc})")
+        raise MissingExtra("no transport URL configured, and the embedded broker started without one "
+                           f"needs the 'embedded' extra ({exc.name} not installed): "
+                           "pip install 'notify-transport[embedded]'") from None
     with NoidaBroker() as broker:
         if announce:
             print(f"No transport_url configured: started an embedded Kafka-protocol broker "

@@ -16,38 +16,61 @@ import json
 import logging
 import sys
 
-from notify_transport.cli import common
+from notify_transport.cli import common, global_options
+from notify_transport.cli.ops import args as cli_args
+from notify_transport.drivers.base import PRIORITIES
 from notify_transport.exceptions import ConfigurationError
 
 LOG = logging.getLogger(__name__)
 
-_PRIORITIES = ("audit", "debug", "info", "warn", "error", "critical", "sample")
+
+def _csv_list(value: str) -> list[str]:
+    return list(_csv(value))
+
+
+#: The extra the pipeline needs, and the modules it brings.
+EXTRA, EXTRA_MODULES = "spark", ("pyspark", "matplotlib")
+
+DESCRIPTION = """\
+'pipeline run' reads notifications from Kafka (a kafka:// transport URL, vhost
+included) into OUTPUT/archive, OUTPUT/errors and OUTPUT/stats; --once processes
+what is there and stops (Trigger.AvailableNow), otherwise it runs until
+interrupted. 'pipeline report' writes OUTPUT/report/index.html with charts,
+without Spark.
+
+Needs the spark extra: pip install 'notify-transport[spark]'. Progress lines
+(batches, records, rate) are logged at INFO; Spark's own warnings are shown
+with --debug only."""
 
 
 def add_parser(subparsers) -> argparse.ArgumentParser:
     """Add ``pipeline`` with its ``run`` and ``report`` subcommands."""
-    parser = subparsers.add_parser(
-        "pipeline", help="Spark pipeline: archive, statistics and report of notifications",
-        description=__doc__.split("\n\n")[1].replace("``", "'"), formatter_class=argparse.RawDescriptionHelpFormatter)
+    summary = "Spark pipeline: archive, statistics and report of notifications"
+    if common.missing_modules(EXTRA_MODULES):
+        summary += f" (needs: pip install 'notify-transport[{EXTRA}]')"
+    parser = subparsers.add_parser("pipeline", help=summary, description=DESCRIPTION)
     configure_parser(parser)
     return parser
 
 
 def configure_parser(parser: argparse.ArgumentParser) -> None:
     """The ``run`` and ``report`` subcommands on ``parser`` (also used standalone)."""
-    sub = parser.add_subparsers(dest="pipeline_command", metavar="{run,report}")
+    # CommandParser: the global options also work standalone (python -m notify_transport.pipeline)
+    sub = parser.add_subparsers(dest="pipeline_command", metavar="{run,report}",
+                                parser_class=global_options.CommandParser)
     parser.set_defaults(func=lambda args: _usage(parser))
 
     run_parser = sub.add_parser("run", help="run the archive and statistics jobs",
                                 description="Run the streaming jobs once or continuously.")
-    common.add_transport_args(run_parser)
     src = run_parser.add_argument_group("what to read")
-    src.add_argument("--topics", default="notifications", metavar="T[,T...]",
-                     help="notifier topics (as [oslo_messaging_notifications] topics); the Kafka "
-                          "topics read are TOPIC.PRIORITY plus .VHOST when the URL has one "
+    src.add_argument("--topic", "--topics", dest="topics", action="extend", type=_csv_list,
+                     metavar="TOPIC[,...]",
+                     help="notifier topic (as [oslo_messaging_notifications] topics), may repeat; the "
+                          "Kafka topics read are TOPIC.PRIORITY plus .VHOST when the URL has one "
                           "(default: notifications)")
-    src.add_argument("--priorities", default=",".join(_PRIORITIES), metavar="P[,P...]",
-                     help="priorities to read (default: all)")
+    src.add_argument("--priority", "--priorities", dest="priorities", action="extend",
+                     type=cli_args.priority_list, metavar="PRIORITY[,...]",
+                     help="priorities to read, may repeat (default: all)")
     src.add_argument("--all-vhosts", action="store_true",
                      help="read the topics of every vhost (and of none), not only the URL's")
     src.add_argument("--kafka-topics", metavar="T[,T...]",
@@ -128,6 +151,8 @@ def _spark_conf(pairs: list[str]) -> dict[str, str]:
 
 def run(args: argparse.Namespace) -> int:
     """Dispatch ``pipeline run`` / ``pipeline report``; return the exit code."""
+    if args.pipeline_command in ("run", "report"):
+        common.require_extra(EXTRA, EXTRA_MODULES, f"'pipeline {args.pipeline_command}'")
     if args.pipeline_command == "report":
         return _report(args)
     if args.pipeline_command == "run":
@@ -157,8 +182,10 @@ def _run(args: argparse.Namespace) -> int:
         raise ConfigurationError("No transport URL: pass --transport-url kafka://host:port[/vhost] "
                                  "or a --config-file with [oslo_messaging_notifications] transport_url")
     settings = KafkaSettings.from_url(url, conf)
-    subscription = Subscription(base_topics=_csv(args.topics), vhost=settings.vhost,
-                                priorities=_csv(args.priorities), all_vhosts=args.all_vhosts,
+    subscription = Subscription(base_topics=tuple(dict.fromkeys(args.topics or ["notifications"])),
+                                vhost=settings.vhost,
+                                priorities=tuple(dict.fromkeys(args.priorities or PRIORITIES)),
+                                all_vhosts=args.all_vhosts,
                                 kafka_topics=_csv(args.kafka_topics))
     if args.max_records_per_trigger is not None and args.max_records_per_trigger <= 0:
         raise ConfigurationError("--max-records-per-trigger must be positive")

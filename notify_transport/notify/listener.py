@@ -13,7 +13,7 @@ import time
 from typing import Any, Iterable, Sequence
 
 from notify_transport.drivers.base import IncomingMessage, Listener
-from notify_transport.exceptions import ConfigurationError, ServerListenError
+from notify_transport.exceptions import ConfigurationError, ExecutorLoadFailure, ServerListenError
 from notify_transport.notify.dispatcher import (BatchNotificationDispatcher, NotificationDispatcher,
                                                 NotificationResult)
 from notify_transport.notify.stats import ListenerStats
@@ -46,8 +46,8 @@ class NotificationServer:
                  batch_size: int = 1, batch_timeout: float | None = None,
                  **driver_options: Any) -> None:
         if executor != "threading":
-            raise ConfigurationError(f"Unsupported executor {executor!r}: only 'threading' "
-                                     "is supported (no eventlet)")
+            raise ExecutorLoadFailure(executor, "only the 'threading' executor is supported "
+                                      "(no eventlet)")
         if not targets:
             raise ConfigurationError("A notification listener needs at least one target")
         if batch_size < 1:
@@ -385,6 +385,14 @@ class NotificationServer:
                          else NotificationResult.HANDLED)
 
 
+#: oslo.messaging's name for the base of both listener kinds.
+NotificationServerBase = NotificationServer
+
+
+class BatchNotificationServer(NotificationServer):
+    """A listener dispatching batches (what :func:`get_batch_notification_listener` returns)."""
+
+
 def get_notification_listener(transport: Any, targets: Sequence[Target], endpoints: Iterable[Any],
                               executor: str = "threading", serializer: Serializer | None = None,
                               allow_requeue: bool = False, pool: str | None = None,
@@ -404,12 +412,12 @@ def get_batch_notification_listener(transport: Any, targets: Sequence[Target], e
                                     executor: str = "threading", serializer: Serializer | None = None,
                                     allow_requeue: bool = False, pool: str | None = None,
                                     batch_size: int | None = None, batch_timeout: float | None = None,
-                                    **driver_options: Any) -> NotificationServer:
+                                    **driver_options: Any) -> BatchNotificationServer:
     """A listener calling ``endpoint.<priority>(messages)`` with up to ``batch_size`` at a time.
 
     A batch is dispatched when full, or ``batch_timeout`` seconds after its
     first message arrived (never empty).
     """
     dispatcher = BatchNotificationDispatcher(endpoints, serializer)
-    return NotificationServer(transport, targets, dispatcher, executor, allow_requeue, pool,
+    return BatchNotificationServer(transport, targets, dispatcher, executor, allow_requeue, pool,
                               batch_size=batch_size or 1, batch_timeout=batch_timeout, **driver_options)

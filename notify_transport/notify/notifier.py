@@ -4,22 +4,18 @@ from __future__ import annotations
 import logging
 import os
 import time
-from typing import Any, Callable, Iterable
+from typing import Any, Iterable
 
 from notify_transport import options
-from notify_transport.exceptions import ConfigurationError
+from notify_transport.notify.drivers import Driver, TestDriver, load_drivers
 from notify_transport.notify.redaction import redacted_dict
 from notify_transport.serializer import NoOpSerializer, Serializer
-from notify_transport.target import Target
 
 LOG = logging.getLogger(__name__)
 
 #: Context keys never sent on the bus (oslo.context's redacted_copy drops the same).
 SECRET_CONTEXT_KEYS = frozenset({"auth_token", "service_token", "auth_token_info",
                                  "password", "service_password", "secret"})
-
-_NOTIFY_DRIVER_VERSIONS = {"messaging": 1.0, "messagingv2": 2.0}
-
 
 class _UtcClock:
     """``str(datetime.utcnow())`` as oslo writes timestamps, about 3x cheaper.
@@ -105,7 +101,9 @@ class Notifier:
     """Publishes notifications at a priority to each configured topic.
 
     ``driver`` is ``messagingv2`` (oslo's 2.0 envelope), ``messaging`` (no
-    envelope), ``log``, ``test`` or ``noop``; a list sends through several.
+    envelope), ``log``, ``test``, ``noop``, ``routing`` or any driver registered
+    under :data:`~notify_transport.notify.drivers.NAMESPACE`; a list sends
+    through several.
     When it is None the ``[oslo_messaging_notifications] driver`` option
     decides, and an empty option means notifications are disabled, exactly as
     in oslo.messaging (a warning says so once).
@@ -136,50 +134,16 @@ class Notifier:
             names = list(driver)
         self._driver_names = names
         self._topics = list(topics) if topics is not None else list(group.topics)
-        self._senders = [self._make_sender(n) for n in names]
-        self._targets: dict[str, list[Target]] = {}
+        loaded = load_drivers(names, conf, self._topics, transport) if names else {}
+        #: the driver objects, in configured order (``drivers[i].sent`` for the ``test`` driver)
+        self.drivers: list[Driver] = [loaded[n] for n in dict.fromkeys(names)]
+        self._senders = [d.notify for d in self.drivers]
+        for d in self.drivers:
+            if isinstance(d, TestDriver):
+                self.sent = d.sent
         if not self._senders:
             LOG.warning("Notifier %r has no driver configured ([%s] driver is empty): "
                         "notifications are disabled", publisher_id, options.NOTIFICATIONS_GROUP)
-
-    def _make_sender(self, name: str) -> Callable[[dict, dict, str, int | None], None]:
-        if name in _NOTIFY_DRIVER_VERSIONS:
-            version = _NOTIFY_DRIVER_VERSIONS[name]
-
-            send_notification = self.transport._send_notification
-            targets_for = self._targets_for
-
-            def send(ctxt: dict, msg: dict, priority: str, retry: int | None) -> None:
-                for target in targets_for(priority):
-                    try:
-                        send_notification(target, ctxt, msg, version, retry=retry)
-                    except Exception as exc:  # never break the caller, as oslo does
-                        LOG.error("Could not send notification %s (%s) to %s: %s",
-                                  msg["message_id"], msg["event_type"], target.topic, exc,
-                                  exc_info=LOG.isEnabledFor(logging.DEBUG))
-            return send
-        if name == "log":
-            def send(ctxt: dict, msg: dict, priority: str, retry: int | None) -> None:
-                from notify_transport.drivers.envelope import dumps
-                logger = logging.getLogger(f"notify_transport.notification.{msg['event_type']}")
-                logger.log(getattr(logging, priority.upper(), logging.INFO)
-                           if priority.upper() in ("DEBUG", "INFO", "WARN", "ERROR", "CRITICAL")
-                           else logging.INFO, dumps(msg))
-            return send
-        if name == "noop":
-            return lambda ctxt, msg, priority, retry: None
-        if name == "test":
-            self.sent: list[tuple[dict, dict, str]] = []
-            return lambda ctxt, msg, priority, retry: self.sent.append((ctxt, msg, priority))
-        raise ConfigurationError(
-            f"Unknown notification driver {name!r}; use messagingv2, messaging, log, test or noop")
-
-    def _targets_for(self, priority: str) -> list[Target]:
-        targets = self._targets.get(priority)
-        if targets is None:
-            prio = priority.lower()
-            targets = self._targets[priority] = [Target(topic=f"{t}.{prio}") for t in self._topics]
-        return targets
 
     def is_enabled(self) -> bool:
         """False when no driver is configured (notifications are dropped by design)."""

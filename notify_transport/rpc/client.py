@@ -132,13 +132,12 @@ class RPCClient(_CallContext):
                          retry, call_monitor_timeout, transport_options)
 
 
-def get_rpc_client(transport: Any, target: Target, timeout: float | None = None,
-                   version_cap: str | None = None, serializer: Serializer | None = None,
-                   retry: int | None = None, **kwargs: Any) -> RPCClient:
-    """An RPC client for ``target``.
+def get_rpc_client(transport: Any, target: Target, client_cls: type[RPCClient] | None = None,
+                   **kwargs: Any) -> RPCClient:
+    """An RPC client for ``target``: ``client_cls(transport, target, **kwargs)``, as oslo.messaging.
 
-    ``retry``: None or -1 retries sending forever (a call stays bounded by its
-    timeout), 0 never retries, N retries N times.
+    ``kwargs`` are the client's (``timeout``, ``version_cap``, ``serializer``,
+    ``retry``...); ``retry``: None or -1 retries sending forever (a call stays
+    bounded by its timeout), 0 never retries, N retries N times.
     """
-    return RPCClient(transport, target, timeout=timeout, version_cap=version_cap,
-                     serializer=serializer, retry=retry, **kwargs)
+    return (client_cls or RPCClient)(transport, target, **kwargs)

@@ -17,7 +17,7 @@ import time
 from typing import Any, Iterable
 
 from notify_transport.drivers.base import Listener
-from notify_transport.exceptions import (ConfigurationError, ExpectedException, InvalidTarget,
+from notify_transport.exceptions import (ConfigurationError, ExecutorLoadFailure, ExpectedException, InvalidTarget,
                                          MessageUndeliverable, NoSuchMethod, ServerListenError)
 from notify_transport.rpc import options
 from notify_transport.rpc.access import RPCAccessPolicyBase, expose
@@ -40,8 +40,8 @@ class RPCServer:
     def __init__(self, transport: Any, target: Target, dispatcher: RPCDispatcher,
                  executor: str | None = "threading") -> None:
         if executor not in (None, "threading"):
-            raise ConfigurationError(f"Unsupported executor {executor!r}: only 'threading' is "
-                                     "supported (the eventlet executor is deprecated)")
+            raise ExecutorLoadFailure(executor, "only the 'threading' executor is supported "
+                                      "(the eventlet executor is deprecated)")
         if not isinstance(transport, RPCTransport):
             LOG.warning("Using notification transport for RPC. Please use get_rpc_transport to "
                         "obtain an RPC transport instance.")

@@ -217,19 +217,30 @@ def test_tail_pool_then_lag_shows_what_is_left(broker, unique_topic, transports,
     assert report["vhost"] == vh
     [pool] = report["pools"]  # found without --pool: the only pool reading these topics
     assert (pool["pool"], pool["state"], pool["members"], pool["total_lag"]) == ("audit", "empty", 0, 11)
-    assert pool["partitions"] == [{"topic": kafka_topic, "partition": 0, "committed": 4, "end": 15,
-                                   "lag": 11}]
+    assert pool["partitions"] == [{"topic": kafka_topic, "partition": 0, "kind": "notification",
+                                   "committed": 4, "end": 15, "lag": 11, "member": None, "member_id": None,
+                                   "host": None}]
 
     seen = Seen()
     with pool_listener(transport, topic, "audit", seen):
         assert seen.wait_for(11) == list(range(4, 15))  # the rest, from the committed offset
         code, out, err = cli(capsys, "lag", "--transport-url", url, "--topic", topic, "--pool", "audit",
+                             "--describe")
+        assert code == 0, err
+        [row] = [line.split() for line in out.splitlines()[1:]]
+        assert row[:7] == ["audit", kafka_topic, "notification", "0", "15", "15", "0"], out
+        assert len(row) == 9 and row[7] != "-" and row[8] != "-"  # the member holding it, and its host
+        code, out, err = cli(capsys, "lag", "--transport-url", url, "--topic", topic, "--pool", "audit",
+                             "-f", "value")
+        assert code == 0, err
+        assert out.split() == ["audit", "stable", "1", "1", "0"]
+        # a pool the cluster does not know: exit 1, as the help says, after the pools it knows
+        code, out, err = cli(capsys, "lag", "--transport-url", url, "--topic", topic, "--pool", "audit",
                              "--pool", "nobody")
-    assert code == 0, err
-    lines = out.splitlines()
-    assert any(line.split() == ["audit", kafka_topic, "0", "15", "15", "0"] for line in lines), out
-    assert any(line.split() == ["nobody", kafka_topic, "0", "-", "15", "-"] for line in lines), out
-    assert "pool audit: lag 0 over 1 partition(s); group stable, 1 member(s)" in out
+    assert code == 1
+    assert out.splitlines()[1].split() == ["audit", "stable", "1", "1", "0"]
+    assert [line for line in err.splitlines() if "error:" in line] == [
+        "notify-transport: error: no such pool: nobody (no member and no committed offset)"]
 
 
 # -- replay -------------------------------------------------------------------------------------
@@ -244,18 +255,25 @@ def test_replay_to_earliest_re_receives_exactly_the_old_messages(broker, unique_
         send(transport, topic, range(8))
         assert first.wait_for(8) == list(range(8))
         # refused while the pool has a member, and nothing changes
-        code, out, err = cli(capsys, "replay", *args, "--to-earliest")
+        code, out, err = cli(capsys, "replay", *args, "--to-earliest", "--execute")
         assert code == 1
         assert "pool 'ceilometer' has 1 member(s)" in err and "nothing changed" in err
     assert first.settle(0.2) == list(range(8))
 
-    code, out, err = cli(capsys, "replay", *args, "--to-earliest", "--dry-run")
-    assert code == 0, err
-    assert "8 notification(s) received again" in out and "dry run: nothing changed" in out
-    code, out, err = cli(capsys, "lag", *args)
-    assert "pool ceilometer: lag 0" in out  # the dry run moved nothing
-
+    # without --execute: the plan (from, to, received again per partition) and nothing changes
     code, out, err = cli(capsys, "replay", *args, "--to-earliest")
+    assert code == 0, err
+    assert "8 notification(s) received again" in out and "run again with --execute" in err
+    kafka_topic = f"{topic}.info.{url.rsplit('/', 1)[1]}"
+    assert [kafka_topic, "0", "8", "0", "8"] in [line.split() for line in out.splitlines()], out
+    code, out, err = cli(capsys, "lag", *args, "-f", "value")
+    assert out.split() == ["ceilometer", "empty", "0", "1", "0"]  # the plan moved nothing
+    code, out, err = cli(capsys, "replay", *args, "--to-earliest", "--dry-run")
+    assert code == 0 and "nothing changed" in err
+    code, out, err = cli(capsys, "lag", *args, "-f", "value")
+    assert out.split()[-1] == "0"
+
+    code, out, err = cli(capsys, "replay", *args, "--to-earliest", "--execute")
     assert code == 0, err
     assert "8 notification(s) received again" in out
     assert "replay ceilometer: committed new offsets for 1/1 partition(s)" in err
@@ -278,7 +296,7 @@ def test_replay_to_a_time_and_to_an_offset(broker, unique_topic, transports, cap
         send(transport, topic, range(5, 9))
         assert seen.wait_for(9) == list(range(9))
 
-    code, out, err = cli(capsys, "replay", *args, "--to-time", format_time(middle))
+    code, out, err = cli(capsys, "replay", *args, "--to-time", format_time(middle), "--execute")
     assert code == 0, err
     assert "4 notification(s) received again" in out
     again = Seen()
@@ -286,11 +304,11 @@ def test_replay_to_a_time_and_to_an_offset(broker, unique_topic, transports, cap
         assert again.wait_for(4) == [5, 6, 7, 8]
         assert again.settle() == [5, 6, 7, 8]
 
-    code, out, err = cli(capsys, "replay", *args, "--to-offset", "7", "--json")
+    code, out, err = cli(capsys, "replay", *args, "--to-offset", "7", "--json", "--execute")
     assert code == 0, err
     plan = json.loads(out)
     assert [(p["committed"], p["new"]) for p in plan["partitions"]] == [(9, 7)]
-    code, out, err = cli(capsys, "replay", *args, "--to-time", "-1s", "--dry-run")
+    code, out, err = cli(capsys, "replay", *args, "--to-time", "-1s")
     assert "2 notification(s) skipped" in out and "no notification that recent" in out
     last = Seen()
     with pool_listener(transport, topic, "billing", last):
@@ -347,12 +365,14 @@ def test_send_many_shows_progress(broker, unique_topic, capsys) -> None:
 
 def test_commands_on_topics_that_do_not_exist(broker, unique_topic, capsys) -> None:
     url, topic = broker.url(vhost()), unique_topic("none")
+    code, out, err = cli(capsys, "tail", "--transport-url", url, "--topic", topic, "--exit-at-end")
+    assert code == 1 and "nothing to read" in err
     code, out, err = cli(capsys, "tail", "--transport-url", url, "--topic", topic, "--timeout", "1")
-    assert code == 1 and "nothing to follow" in err
+    assert code == 0 and "do not exist yet and are followed from their beginning once created" in err
     code, out, err = cli(capsys, "lag", "--transport-url", url, "--topic", topic)
     assert code == 1 and "exists" in err
     code, out, err = cli(capsys, "replay", "--transport-url", url, "--topic", topic, "--pool", "p",
-                         "--to-latest")
+                         "--to-latest", "--execute")
     assert code == 1 and "no partition to move" in err
 
 

@@ -5,14 +5,23 @@ import argparse
 import datetime as dt
 import io
 import json
+import logging
 import re
 
 import pytest
+from hypothesis import given, settings, strategies as st
 
 from notify_transport.cli import main as cli_main
 from notify_transport.cli.ops import args as cli_args
-from notify_transport.cli.ops import lag, replay, tail, timespec, topics
-from notify_transport.cli.ops.cluster import GroupInfo
+from notify_transport.cli.common import configured_url, load_conf
+from notify_transport.cli.ops import follow, lag, replay, tail, timespec, topics
+from notify_transport.cli.ops.start import parse_start
+from notify_transport.cli.ops.cluster import GroupInfo, Member
+from notify_transport.cli.ops.topic_kinds import TopicKind, TopicNamer
+from notify_transport.drivers.base import PRIORITIES
+from notify_transport.drivers.kafka.settings import DEFAULT_DEAD_LETTER_TOPIC, DEFAULT_RETRY_TOPIC
+from notify_transport.drivers.kafka.settings import topic_name as settings_topic_name
+from notify_transport.drivers.naming import notification_topic
 from notify_transport.cli.ops.output import Progress, table
 from notify_transport.testing.brokers import free_port
 
@@ -103,7 +112,9 @@ def test_numbers_and_regexes() -> None:
     (["send", "--transport-url", "kafka://h:1", "--event-type", "e", "--count", "0"],
      "argument --count: must be at least 1"),
     (["tail", "--transport-url", "kafka://h:1", "--event-type", "("], "invalid regular expression"),
-    (["tail", "--transport-url", "kafka://h:1", "--from", "middle"], "invalid choice: 'middle'"),
+    (["tail", "--transport-url", "kafka://h:1", "--from", "middle"], "--from 'middle': expected earliest, latest"),
+    (["tail", "--transport-url", "kafka://h:1", "--line-format", "{nope}"], "unknown field(s) 'nope'"),
+    (["replay", "--pool", "p", "--to-latest", "--execute", "--dry-run"], "not allowed with argument"),
     (["replay", "--transport-url", "kafka://h:1", "--pool", "p"], "one of the arguments --to-time"),
     (["replay", "--transport-url", "kafka://h:1", "--pool", "p", "--to-earliest", "--to-latest"],
      "not allowed with argument"),
@@ -254,17 +265,25 @@ def test_tail_filter() -> None:
 def test_lag_rows() -> None:
     partitions = [("n.info", 0), ("n.info", 1), ("n.error", 0)]
     marks = {("n.info", 0): (0, 10), ("n.info", 1): (5, 8), ("n.error", 0): (0, 0)}
-    result = lag.pool_lag(GroupInfo("audit", "stable", 2), partitions,
-                          {("n.info", 0): 7, ("n.info", 1): -1}, marks)
+    partitions.append(("n.info.dlq", 0))
+    marks[("n.info.dlq", 0)] = (0, 4)
+    owner = Member("rdkafka-1", "notify-transport-audit", "/10.0.0.7")
+    info = GroupInfo("audit", "stable", 2, {("n.info", 0): owner})
+    result = lag.pool_lag(info, partitions, {("n.info", 0): 7, ("n.info", 1): -1, ("n.info.dlq", 0): 1},
+                          marks, {"n.info.dlq": "dead-letter"})
     assert [(p.committed, p.end, p.lag) for p in result.partitions] == [(7, 10, 3), (None, 8, None),
-                                                                         (None, 0, None)]
-    assert result.total == 3
-    text = lag.render([result])
-    assert re.search(r"^audit\s+n\.info\s+0\s+7\s+10\s+3$", text, re.MULTILINE)
-    assert re.search(r"^audit\s+n\.info\s+1\s+-\s+8\s+-$", text, re.MULTILINE)
-    assert "pool audit: lag 3 over 3 partition(s); group stable, 2 member(s)" in text
+                                                                         (None, 0, None), (1, 4, None)]
+    assert result.total == 3  # the dead-letter topic is not lag
+    text = lag.render([result], describe=True)
+    assert re.search(r"^audit\s+n\.info\s+notification\s+0\s+7\s+10\s+3\s+notify-transport-audit\s+/10\.0\.0\.7$",
+                     text, re.MULTILINE), text
+    assert re.search(r"^audit\s+n\.info\s+notification\s+1\s+-\s+8\s+-\s+-\s+-$", text, re.MULTILINE)
+    assert re.search(r"^audit\s+n\.info\.dlq\s+dead-letter\s+0\s+1\s+4\s+-", text, re.MULTILINE)
+    summary = lag.render([result], describe=False)
+    assert re.search(r"^audit\s+stable\s+2\s+3\s+3$", summary, re.MULTILINE), summary
     as_json = result.as_dict()
     assert as_json["total_lag"] == 3 and as_json["partitions"][1]["lag"] is None
+    assert as_json["partitions"][0]["host"] == "/10.0.0.7"
 
 
 def test_replay_plan_keeps_offsets_in_range() -> None:
@@ -283,6 +302,7 @@ def test_replay_plan_keeps_offsets_in_range() -> None:
     assert by_time[2].committed is None and by_time[2].again == 5  # never committed: from the end
     text = replay.render(moves)
     assert re.search(r"^t\s+0\s+10\s+6\s+4$", text, re.MULTILINE)
+    assert text.splitlines()[0].split() == ["TOPIC", "PARTITION", "FROM", "TO", "RECEIVED", "AGAIN", "NOTE"]
 
 
 def test_topics_grouped_by_vhost() -> None:
@@ -301,3 +321,234 @@ def test_topics_grouped_by_vhost() -> None:
     only, rest = topics.classify(counts, {}, base_topics=["versioned.notifications"])
     assert list(only) == [None] and [r.topic for r in only[None]] == ["versioned.notifications"]
     assert "notifications.info" in [r.kafka_topic for r in rest]
+
+
+def test_topics_group_retry_and_dead_letter_topics_under_their_base() -> None:
+    counts = {"notifications.info": 1, "notifications.info.retry.billing": 1, "notifications.info.dlq": 1,
+              "notifications.info.prod": 1, "notifications.info.prod.retry.billing": 1,
+              "notifications.info.prod.dlq": 1}
+    by_vhost, other = topics.classify(counts, {})
+    assert not other
+    assert set(by_vhost) == {None, "prod"}  # no vhost "retry.billing" nor "dlq"
+    assert [(r.kafka_topic, r.kind, r.pool) for r in by_vhost[None]] == [
+        ("notifications.info", "notification", None),
+        ("notifications.info.retry.billing", "retry", "billing"),
+        ("notifications.info.dlq", "dead-letter", None)]
+    assert [r.kind for r in by_vhost["prod"]] == ["notification", "retry", "dead-letter"]
+    text = topics.render(by_vhost, other)
+    assert "vhost (no vhost): 1 topic(s), 0 message(s); 2 retry/dead-letter topic(s)" in text
+    assert re.search(r"notifications\s+info\s+retry \(billing\)\s+notifications\.info\.retry\.billing", text)
+
+
+def test_topic_kinds_follow_configured_templates() -> None:
+    from types import SimpleNamespace
+
+    namer = TopicNamer.from_options(SimpleNamespace(retry_topic="retries-{pool}-{topic}",
+                                                    dead_letter_topic="none"))
+    kind = namer.classify("retries-billing-notifications.error.prod")
+    assert (kind.kind, kind.base, kind.priority, kind.vhost, kind.pool) == (
+        "retry", "notifications", "error", "prod", "billing")
+    assert namer.classify("notifications.info.dlq").kind == "notification"  # dead letters disabled
+    assert namer.classify("notifications.info.dlq").vhost == "dlq"
+    assert TopicNamer().classify("metrics").kind == "other"
+    assert TopicNamer().classify("metrics.dlq").kind == "other"  # not from a notification topic
+
+
+@settings(max_examples=60, deadline=None)
+@given(base=st.from_regex(r"[a-z][a-z_]{0,8}", fullmatch=True), prio=st.sampled_from(PRIORITIES),
+       vhost=st.one_of(st.none(), st.from_regex(r"[a-z][a-z0-9]{0,6}", fullmatch=True)),
+       pool=st.from_regex(r"[a-z][a-z0-9_-]{0,8}", fullmatch=True))
+def test_topic_kinds_invert_the_driver_naming(base, prio, vhost, pool) -> None:
+    source = notification_topic(base, prio, vhost)
+    namer = TopicNamer()
+    assert namer.classify(source) == TopicKind(source, "notification", base, prio, vhost)
+    retry = namer.classify(settings_topic_name(DEFAULT_RETRY_TOPIC, source, pool))
+    assert (retry.kind, retry.base, retry.priority, retry.vhost, retry.pool, retry.source) == (
+        "retry", base, prio, vhost, pool, source)
+    dead = namer.classify(settings_topic_name(DEFAULT_DEAD_LETTER_TOPIC, source, pool))
+    assert (dead.kind, dead.base, dead.priority, dead.vhost, dead.source) == ("dead-letter", base, prio, vhost,
+                                                                              source)
+
+
+# -- tail's start positions and line format ------------------------------------------------------
+
+@pytest.mark.parametrize("text,kind,value", [
+    ("earliest", "earliest", 0), ("latest", "latest", 0), ("1200", "offset", 1200), ("0", "offset", 0),
+    ("-10", "last", 10), ("-0", "latest", 0), ("-1h", "time", NOW - 3600),
+    ("2024-05-01T11:00:00Z", "time", NOW - 3600)])
+def test_start_positions(text, kind, value) -> None:
+    start = parse_start(text, now=NOW)
+    assert (start.kind, start.value) == (kind, value)
+
+
+def test_start_positions_resolve_within_the_partition() -> None:
+    assert parse_start("earliest").resolve(5, 9) == 5
+    assert parse_start("latest").resolve(5, 9) == 9
+    assert parse_start("3").resolve(5, 9) == 5 and parse_start("7").resolve(5, 9) == 7
+    assert parse_start("20").resolve(5, 9) == 9
+    assert parse_start("-2").resolve(5, 9) == 7 and parse_start("-100").resolve(5, 9) == 5
+    assert parse_start("-1h").resolve(5, 9, at_time=6) == 6
+    assert parse_start("-1h").resolve(5, 9, at_time=-1) == 9  # nothing that recent: the end
+
+
+@settings(max_examples=80, deadline=None)
+@given(text=st.text(max_size=12), low=st.integers(0, 50), size=st.integers(0, 50))
+def test_start_parser_rejects_clearly_or_resolves_in_range(text, low, size) -> None:
+    try:
+        start = parse_start(text, now=NOW)
+    except ValueError as exc:
+        assert "--from" in str(exc)
+        return
+    at_time = low + size // 2 if size else -1
+    assert low <= start.resolve(low, low + size, at_time) <= low + size
+
+
+def test_dash_values_reach_their_option() -> None:
+    args = cli_main.build_parser().parse_args(["tail", "--from", "-10", "--transport-url", "kafka://h:1"])
+    assert (args.start.kind, args.start.value) == ("last", 10)
+    args = cli_main.build_parser().parse_args(["tail", "--from", "-1h30m"])
+    assert args.start.kind == "time"
+
+
+def test_line_format() -> None:
+    item = follow.Received({"user": "u"}, {**MESSAGE, "message_id": "m-1"}, "n.info", 0, 4, NOW)
+    args = cli_main.build_parser().parse_args(
+        ["tail", "--line-format", "{offset} {priority} {event_type} {payload} {ctxt} {kafka_timestamp}"])
+    assert tail.render(item, args, None) == (
+        '4 INFO compute.instance.create.end {"a":"é","b":2} {"user":"u"} 2024-05-01T12:00:00.000Z')
+
+
+# -- global options -------------------------------------------------------------------------------
+
+def test_global_options_before_or_after_the_command(tmp_path) -> None:
+    first, second = tmp_path / "a.conf", tmp_path / "b.conf"
+    first.write_text("[oslo_messaging_notifications]\ntransport_url = kafka://a:1\n")
+    second.write_text("[oslo_messaging_notifications]\ntransport_url = kafka://b:1\n")
+    parser = cli_main.build_parser()
+    before = parser.parse_args(["--config-file", str(first), "--debug", "lag", "--pool", "p"])
+    after = parser.parse_args(["lag", "--pool", "p", "--config-file", str(first), "--debug"])
+    assert before.config_file == after.config_file == [str(first)] and before.debug and after.debug
+    both = parser.parse_args(["--config-file", str(first), "lag", "--config-file", str(second)])
+    assert both.config_file == [str(first), str(second)]  # in command-line order: the last one wins
+    assert configured_url(both, load_conf(both)) == "kafka://b:1"
+    url = parser.parse_args(["--transport-url", "kafka://x:1", "topics"])
+    assert url.transport_url == "kafka://x:1"
+    nested = parser.parse_args(["pipeline", "run", "--output", "o", "--transport-url", "kafka://y:1"])
+    assert nested.transport_url == "kafka://y:1"
+
+
+def test_version_from_the_package_metadata(capsys) -> None:
+    import importlib.metadata
+
+    for argv in (["--version"], ["lag", "--version"]):
+        assert run(*argv) == 0
+        assert importlib.metadata.version("notify-transport") in capsys.readouterr().out
+
+
+def test_user_errors_are_one_line(tmp_path, capsys) -> None:
+    capsys.readouterr()
+    assert run("--config-file", str(tmp_path / "missing.conf"), "lag") == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "missing.conf: no such file" in err
+    bad = tmp_path / "bad.conf"
+    bad.write_text("[DEFAULT\n")
+    assert run("topics", "--config-file", str(bad)) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "bad.conf" in err
+    assert run("lag", "--config-dir", str(tmp_path / "nodir")) == 2
+    assert capsys.readouterr().err.count("\n") == 1
+
+
+def test_missing_extra_says_how_to_install(monkeypatch, capsys) -> None:
+    from notify_transport.cli import common
+
+    real = common.importlib.util.find_spec
+    monkeypatch.setattr(common.importlib.util, "find_spec",
+                        lambda name, *a: None if name == "pyspark" else real(name, *a))
+    help_text = "".join(cli_main.build_parser().format_help().split())  # wrapped at any space or dash
+    assert "(needs:pipinstall'notify-transport[spark]')" in help_text
+    capsys.readouterr()
+    assert run("pipeline", "run", "--output", "o", "--transport-url", "kafka://h:1") == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "pip install 'notify-transport[spark]'" in err
+
+
+def test_the_package_never_imports_bench() -> None:
+    import subprocess
+    import sys
+
+    code = ("import sys, notify_transport.cli.main as m; m.build_parser().format_help(); "
+            "sys.exit(1 if any(n == 'bench' or n.startswith('bench.') for n in sys.modules) else 0)")
+    assert subprocess.run([sys.executable, "-c", code], cwd="/", check=False).returncode == 0
+    assert "bench" not in cli_main.build_parser().format_help().split("positional arguments")[1].split()
+
+
+def test_progress_is_a_live_line_on_a_terminal() -> None:
+    class Terminal(io.StringIO):
+        def isatty(self) -> bool:
+            return True
+
+    out = Terminal()
+    progress = Progress("sent", 10, stream=out, interval=0.0)
+    progress.update(5)
+    progress.done(10, "waiting")
+    text = out.getvalue()
+    assert "\r" in text and "10/10" in text and "waiting" in text  # redrawn in place, then ended
+    assert text.endswith("\n")
+
+
+def test_connection_state_logs_each_change_once(caplog) -> None:
+    from confluent_kafka import KafkaError
+
+    state = follow.ConnectionState("127.0.0.1:9092")
+    caplog.set_level("DEBUG", logger="notify_transport.cli.ops.follow")
+    for _ in range(5):  # librdkafka reports every failed attempt
+        state.on_error(KafkaError(KafkaError._TRANSPORT, "Connection refused"))
+        state.on_error(KafkaError(KafkaError._ALL_BROKERS_DOWN, "1/1 brokers are down"))
+    state.answered()
+    state.answered()
+    warnings = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
+    assert len(warnings) == 2, warnings
+    assert warnings[0].startswith("lost the connection to the Kafka brokers at 127.0.0.1:9092")
+    assert warnings[1] == "the Kafka brokers at 127.0.0.1:9092 answer again"
+
+
+def test_repeated_log_lines_are_dropped() -> None:
+    from notify_transport.cli.logs import DropRepeats
+
+    drop = DropRepeats(window=60)
+
+    def record(msg: str) -> logging.LogRecord:
+        return logging.LogRecord("notify_transport.drivers.x", logging.ERROR, __file__, 1, msg, None, None)
+
+    assert [drop.filter(record(m)) for m in ("refused", "refused", "other", "refused")] == [
+        True, False, True, False]
+
+
+def test_a_command_module_that_cannot_be_imported_is_listed_and_answers_in_one_line(monkeypatch,
+                                                                                    capsys) -> None:
+    monkeypatch.setattr(cli_main, "COMMANDS", cli_main.COMMANDS + ("notify_transport.cli.no_such_cmd",))
+    help_text = cli_main.build_parser().format_help()
+    assert "no_such" in help_text and "unavailable" in help_text
+    capsys.readouterr()
+    assert run("no_such") == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "'no_such' is unavailable" in err
+
+
+@settings(max_examples=80, deadline=None)
+@given(argv=st.lists(st.one_of(st.sampled_from(["--from", "--to-time", "--topic", "-e", "--", "-5", "-1h", "x"]),
+                               st.text(min_size=1, max_size=6)), max_size=8))
+def test_joining_dash_values_only_glues_them_to_their_option(argv) -> None:
+    from notify_transport.cli.global_options import DASH_VALUE_OPTIONS, join_dash_values
+
+    joined = join_dash_values(argv)
+    # nothing is lost or reordered: splitting the glued pairs gives the command line back
+    split = []
+    for item in joined:
+        option, sep, value = item.partition("=")
+        if sep and option in DASH_VALUE_OPTIONS and value.startswith("-") and item not in argv:
+            split += [option, value]
+        else:
+            split.append(item)
+    assert split == argv

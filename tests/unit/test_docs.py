@@ -103,6 +103,8 @@ def test_sphinx_build_with_warnings_as_errors(tmp_path: Path) -> None:
 
 
 def test_ini_examples_use_real_options_and_values() -> None:
+    from notify_transport.listeners import SECTION_PREFIX, listener_opts
+
     groups = options_by_group()
     checked = 0
     for path in rst_files():
@@ -118,6 +120,8 @@ def test_ini_examples_use_real_options_and_values() -> None:
             for section, items in sections:
                 for key, value in items.items():
                     opts = groups.get(section)
+                    if section.startswith(SECTION_PREFIX):  # [listener:NAME]: one entry-point listener
+                        opts = {opt.name: opt for opt in listener_opts()}
                     assert opts is not None, f"{path.name}: unknown section [{section}]"
                     assert key in opts, f"{path.name}: [{section}] {key} is not an option"
                     opt = opts[key]
@@ -128,7 +132,7 @@ def test_ini_examples_use_real_options_and_values() -> None:
 
 def _corpus() -> str:
     parts = [p.read_text() for p in (ROOT / "notify_transport").rglob("*.py")]
-    parts += [p.read_text() for p in (ROOT / "devstack").iterdir() if p.is_file()]
+    parts += [p.read_text() for p in (ROOT / "devstack").rglob("*") if p.is_file()]
     parts += [p.read_text() for p in (ROOT / "tests").rglob("*.py") if p.name != "test_docs.py"]
     for name in ("setup.cfg", "Makefile", "tox.ini"):
         if (ROOT / name).exists():
@@ -157,17 +161,18 @@ def test_names_quoted_in_the_docs_exist_in_the_code() -> None:
 
 def test_devstack_variables_in_the_docs_are_settings() -> None:
     settings = (ROOT / "devstack" / "settings").read_text()
-    plugin = (ROOT / "devstack" / "plugin.sh").read_text()
+    plugin = "\n".join(p.read_text() for p in [ROOT / "devstack" / "plugin.sh",
+                                                *(ROOT / "devstack" / "lib").iterdir()])
     devstack_own = {"RABBIT_HOST", "RABBIT_USERID", "RABBIT_PASSWORD", "SERVICE_HOST", "DEST",
                     "DATA_DIR"}
     documented = set()
     for text in ((DOC / "deployment.rst").read_text(), (ROOT / "devstack" / "README.md").read_text()):
-        documented |= set(re.findall(r"\b(?:RPC|NOTIFY|KAFKA|SCALA)_[A-Z0-9_]+\b", text))
+        documented |= set(re.findall(r"\b(?:RPC|NOTIFY|KAFKA|SCALA|NT_SERVE)_[A-Z0-9_]+\b", text))
     for name in sorted(documented - devstack_own):
         assert re.search(rf"^{name}=\$\{{{name}:-", settings, re.MULTILINE), \
             f"{name} is documented but not a setting"
     for name in sorted(set(re.findall(r"^([A-Z][A-Z0-9_]+)=\$\{", settings, re.MULTILINE))):
-        if name.startswith(("RPC_", "NOTIFY_", "KAFKA_", "SCALA_")):
+        if name.startswith(("RPC_", "NOTIFY_", "KAFKA_", "SCALA_", "NT_SERVE_")):
             assert name in documented, f"setting {name} is not documented"
             # SCALA_BASEURL is accepted for devstack-plugin-kafka configs, documented as unused
             assert name in plugin or name == "SCALA_BASEURL", f"setting {name} is unused"

@@ -213,8 +213,8 @@ def test_notifier_driver_from_config_and_test_driver(transport):
 
 
 def test_unknown_notifier_driver(transport):
-    with pytest.raises(nt.ConfigurationError, match="routing"):
-        nt.Notifier(transport, "p", driver="routing")
+    with pytest.raises(nt.ConfigurationError, match="'nosuch'.*installed: .*messagingv2.*routing"):
+        nt.Notifier(transport, "p", driver="nosuch")
 
 
 def test_listener_without_priorities_refused(transport):

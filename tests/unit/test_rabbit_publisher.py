@@ -187,3 +187,62 @@ def test_done_callback_runs_once(setup):
     channel.ack(1)
     channel.ack(1)
     assert len(seen) == 1 and seen[0].ok
+
+
+class HandOffConn(FakeConn):
+    """A connection whose lock is busy or cannot be lent (no epoll): work waits for the I/O thread."""
+
+    lends = False
+
+    def __init__(self):
+        super().__init__()
+        self.scheduled = []
+        self.closed = False
+
+    def in_io_thread(self):
+        return False
+
+    def try_run_locked(self, fn, *args):
+        return False  # busy, or cannot lend: the I/O thread publishes
+
+    def call_soon(self, fn, *args):
+        if self.closed:
+            raise MessageDeliveryFailure("closed")
+        self.scheduled.append(lambda: fn(*args))
+
+    def run_io(self):
+        scheduled, self.scheduled = self.scheduled, []
+        for fn in scheduled:
+            fn()
+
+
+def test_while_the_lock_is_busy_messages_queue_and_one_wake_up_publishes_them_all():
+    conn = HandOffConn()
+    publisher = Publisher(conn)
+    channel = FakeChannel()
+    publisher.io_channel_open(channel)
+    msgs = [publisher.publish(message()) for _ in range(5)]
+    assert len(conn.scheduled) == 1 and channel.published == []
+    conn.run_io()
+    assert len(channel.published) == 5
+    channel.ack(5, multiple=True)
+    assert all(m.ok for m in msgs)
+    later = publisher.publish(message())  # the next batch wakes the I/O thread again
+    assert len(conn.scheduled) == 1
+    conn.run_io()
+    channel.ack(6)
+    assert later.ok
+
+
+def test_a_closed_connection_fails_the_queued_messages():
+    conn = HandOffConn()
+    publisher = Publisher(conn)
+    publisher.io_channel_open(FakeChannel())
+    conn.closed = True
+    with pytest.raises(MessageDeliveryFailure):
+        publisher.publish(first := message())
+    assert first.done and isinstance(first.error, MessageDeliveryFailure)
+    conn.closed = False
+    queued = publisher.publish(message())
+    publisher.io_fail_all(MessageDeliveryFailure("cleaned up"))  # never sent: failed, not lost
+    assert queued.done and str(queued.error) == "cleaned up"

@@ -11,7 +11,7 @@ import json
 import re
 from typing import Any
 
-from notify_transport.cli.common import add_transport_args
+from notify_transport.cli.global_options import HelpFormatter
 from notify_transport.cli.ops import timespec
 from notify_transport.drivers.base import PRIORITIES
 
@@ -21,18 +21,6 @@ PRIORITY_ALIASES = {"warning": "warn"}
 DEFAULT_CONNECT_TIMEOUT = 10.0
 
 
-class HelpFormatter(argparse.RawDescriptionHelpFormatter):
-    """Keeps the description and examples as written; shows a default when there is one to show."""
-
-    def _get_help_string(self, action: argparse.Action) -> str:
-        text = action.help or ""
-        default = action.default
-        if ("default" in text or default in (None, False, [], {}, argparse.SUPPRESS)
-                or not action.option_strings):
-            return text
-        return f"{text} (default: %(default)s)"
-
-
 def add_command(sub: Any, name: str, summary: str, description: str, examples: str) -> argparse.ArgumentParser:
     """A subcommand parser whose ``--help`` ends with ``examples``."""
     return sub.add_parser(name, help=summary, description=description,
@@ -40,22 +28,42 @@ def add_command(sub: Any, name: str, summary: str, description: str, examples: s
                           formatter_class=HelpFormatter)
 
 
-#: What argparse takes for a negative number, plus relative times such as -1h or -1h30m.
-_NEGATIVE_OR_RELATIVE = re.compile(r"^-\d+$|^-\d*\.\d+$|^-(\d+(\.\d+)?[smhdw])+$")
-
-
-def accept_relative_times(parser: argparse.ArgumentParser) -> None:
-    """Let ``--to-time -1h`` through: argparse otherwise takes ``-1h`` for an unknown option."""
-    parser._negative_number_matcher = _NEGATIVE_OR_RELATIVE  # noqa: SLF001 - no public hook
-
-
 def add_connection_args(parser: argparse.ArgumentParser) -> None:
-    """--config-file, --transport-url and --connect-timeout."""
-    add_transport_args(parser)
+    """--connect-timeout (--config-file, --transport-url, ... are global options)."""
     parser.add_argument("--connect-timeout", type=positive_float, default=DEFAULT_CONNECT_TIMEOUT,
                         metavar="SECONDS",
                         help="how long to wait for the brokers to answer before giving up "
                              "(exit status 3)")
+
+
+#: Output formats of the commands that print a result, as OpenStack's CLIs (cliff) name them.
+OUTPUT_FORMATS = ("table", "json", "value")
+
+
+#: What each output format prints, for the help.
+FORMAT_HELP = {"table": "table: aligned columns for people",
+               "json": "json: JSON for scripts",
+               "value": "value: the values separated by spaces, no header (for shell loops)"}
+
+
+def add_output_format(parser: argparse.ArgumentParser, formats: tuple[str, ...] = OUTPUT_FORMATS,
+                      described: dict[str, str] | None = None) -> None:
+    """``-f/--format`` among ``formats`` (the first is the default) and ``--json`` (the same as ``-f json``)."""
+    texts = {**FORMAT_HELP, **(described or {})}
+    parser.add_argument("-f", "--format", dest="output_format", choices=formats, default=formats[0],
+                        help="; ".join(texts[f] for f in formats))
+    parser.add_argument("--json", dest="output_format", action="store_const", const="json",
+                        help="the same as -f json")
+
+
+def add_topic_selection(parser: argparse.ArgumentParser, priorities: bool = True) -> None:
+    """``--topic`` (repeatable) and ``--priority`` (repeatable, comma-separated), as every command takes them."""
+    parser.add_argument("--topic", action="append", type=topic_name, metavar="TOPIC",
+                        help="notification topic, may repeat (default: [oslo_messaging_notifications] "
+                             "topics, i.e. notifications)")
+    if priorities:
+        parser.add_argument("--priority", action="extend", type=priority_list, metavar="PRIORITY[,...]",
+                            help="priorities, comma-separated, may repeat (default: all)")
 
 
 # -- types -------------------------------------------------------------------------

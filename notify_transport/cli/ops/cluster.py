@@ -19,6 +19,7 @@ from typing import Any, Iterable, Iterator, Mapping, Sequence
 import confluent_kafka
 from confluent_kafka import ConsumerGroupTopicPartitions, KafkaError, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient, OffsetSpec
+from oslo_config import cfg
 
 from notify_transport.cli.common import configured_url, load_conf
 from notify_transport.drivers.kafka import config as kafka_config
@@ -38,7 +39,7 @@ Partition = tuple[str, int]
 #: Offset Kafka returns for "no committed offset" (and for "no message at that time").
 NO_OFFSET = -1
 
-_UNREACHABLE = frozenset(getattr(KafkaError, name) for name in (
+UNREACHABLE = frozenset(getattr(KafkaError, name) for name in (
     "_TIMED_OUT", "_TRANSPORT", "_ALL_BROKERS_DOWN", "_RESOLVE", "REQUEST_TIMED_OUT",
     "COORDINATOR_NOT_AVAILABLE", "_WAIT_COORD") if hasattr(KafkaError, name))
 #: Group states in which no consumer is a member.
@@ -54,12 +55,28 @@ class ClusterError(Exception):
 
 
 @dataclasses.dataclass(frozen=True)
+class Member:
+    """A consumer in a pool, as the group coordinator describes it."""
+
+    member_id: str
+    client_id: str
+    host: str
+
+
+@dataclasses.dataclass(frozen=True)
 class GroupInfo:
     """A pool as the group coordinator describes it."""
 
     pool: str
     state: str
     members: int
+    #: which member holds each assigned partition
+    owners: Mapping[Partition, Member] = dataclasses.field(default_factory=dict)
+
+    @property
+    def unknown(self) -> bool:
+        """The coordinator knows no such group (Kafka describes a group it never saw as dead)."""
+        return self.members == 0 and self.state in ("dead", "unknown")
 
     @property
     def active(self) -> bool:
@@ -149,7 +166,13 @@ class KafkaCluster:
         futures = self._admin.describe_consumer_groups([pool], request_timeout=self.timeout)
         description = self._result(futures[pool], f"describing pool {pool!r}")
         state = getattr(description.state, "name", str(description.state)).lower()
-        return GroupInfo(pool, state, len(description.members or []))
+        owners: dict[Partition, Member] = {}
+        for member in description.members or []:
+            who = Member(member.member_id, member.client_id, member.host)
+            assignment = member.assignment.topic_partitions if member.assignment is not None else []
+            for tp in assignment or []:
+                owners[(tp.topic, tp.partition)] = who
+        return GroupInfo(pool, state, len(description.members or []), owners)
 
     def committed(self, pool: str, partitions: Sequence[Partition] | None = None) -> dict[Partition, int]:
         """The pool's committed offsets (-1 where it has none); all of its partitions when None."""
@@ -181,16 +204,18 @@ class KafkaCluster:
             raise ClusterError(f"the broker refused the new offsets of pool {pool!r}: " + "; ".join(failed))
 
     # -- consumers --------------------------------------------------------------------
-    def reader(self, name: str = "tail") -> confluent_kafka.Consumer:
+    def reader(self, name: str = "tail", error_cb: Any = None, **extra: Any) -> confluent_kafka.Consumer:
         """A consumer that never joins a group nor commits: it reads what it is assigned.
 
         Its group id is unique and unused (librdkafka wants one), so it takes
         nothing from any pool and leaves nothing behind on the brokers.
+        ``error_cb`` gets the client's errors (default: one log line each);
+        ``extra`` is more librdkafka configuration.
         """
         group = f"notify-transport-{name}-{uuid.uuid4().hex[:12]}"
         conf = kafka_config.consumer_config(self.driver.url, self.driver.opts, group)
         conf.update({"enable.auto.commit": False, "enable.auto.offset.store": False,
-                     "logger": RDKAFKA_LOG, "error_cb": self._log_client_error})
+                     "logger": RDKAFKA_LOG, "error_cb": error_cb or self._log_client_error, **extra})
         try:
             return confluent_kafka.Consumer(conf)
         except (KafkaException, ValueError, TypeError) as exc:
@@ -211,7 +236,7 @@ class KafkaCluster:
         err = exc.args[0] if exc.args else None
         if not isinstance(err, KafkaError):
             return ClusterError(f"{what}: {exc}")
-        if err.code() in _UNREACHABLE:
+        if err.code() in UNREACHABLE:
             return ClusterUnavailable(f"cannot reach the Kafka cluster at {self.bootstrap} within "
                                       f"{self.timeout:g}s ({what}: {err.str()})")
         return ClusterError(f"{what}: {err.str()}")
@@ -234,9 +259,11 @@ def open_cluster(args: argparse.Namespace) -> Iterator[KafkaCluster]:
 
 
 @contextlib.contextmanager
-def open_transport(args: argparse.Namespace) -> Iterator[NotificationTransport]:
-    """A notification transport from --transport-url, --config-file or $NOTIFY_TRANSPORT_URL."""
-    conf = load_conf(args)
+def open_transport(args: argparse.Namespace,
+                   conf: cfg.ConfigOpts | None = None) -> Iterator[NotificationTransport]:
+    """A notification transport from --transport-url, --config-file or $NOTIFY_TRANSPORT_URL
+    (``conf``: already loaded, with overrides of the command)."""
+    conf = conf if conf is not None else load_conf(args)
     url = configured_url(args, conf)
     if not url:
         raise ConfigurationError("no transport URL: give --transport-url, a --config-file with "

@@ -11,6 +11,8 @@ import sys
 import time
 from typing import Any, Callable, Sequence, TextIO
 
+from tqdm import tqdm
+
 from notify_transport.cli.ops.cluster import ClusterError
 
 EXIT_OK, EXIT_FAILURE = 0, 1
@@ -26,6 +28,19 @@ def table(headers: Sequence[str], rows: Sequence[Sequence[Any]], right: Sequence
         return "  ".join(parts).rstrip()
 
     return "\n".join([line(list(headers))] + [line(r) for r in cells])
+
+
+def emit(output_format: str, headers: Sequence[str], rows: Sequence[Sequence[Any]], document: Any,
+         right: Sequence[str] = (), table_text: str | None = None) -> None:
+    """Print a result as ``-f`` asks: ``table_text`` (or an aligned table), ``document`` as JSON,
+    or the rows' values separated by spaces (cliff's ``value`` format: no header, for shell loops)."""
+    if output_format == "json":
+        print_json(document)
+    elif output_format == "value":
+        for row in rows:
+            print(" ".join("-" if v is None else str(v) for v in row))
+    else:
+        print(table_text if table_text is not None else table(headers, rows, right=right))
 
 
 def print_json(value: Any, out: TextIO | None = None) -> None:
@@ -56,11 +71,12 @@ def failures_exit_1(run: Callable[..., int]) -> Callable[..., int]:
 
 
 class Progress:
-    """A progress line on stderr for long work.
+    """Progress of long work on stderr: counts, rate and time.
 
-    On a terminal the line is rewritten in place a few times a second; into a
-    file or pipe a line is written at most every ``interval`` seconds, so logs
-    of long runs show progress without a line per item.
+    On a terminal a live line (tqdm) is redrawn in place; into a file or a
+    pipe (a log, a CI job) a plain line, formatted by tqdm too, is written at
+    most every ``interval`` seconds, so long runs show progress without
+    carriage returns or a line per item.
     """
 
     def __init__(self, label: str, total: int | None = None, stream: TextIO | None = None,
@@ -73,29 +89,39 @@ class Progress:
         self.interval = interval if interval is not None else (0.2 if self.tty else 2.0)
         self.started = time.monotonic()
         self._last = self.started  # nothing shown for work shorter than one interval
-        self._shown = False
+        self._bar: tqdm | None = None
+        self._done = 0
+
+    def _format(self, done: int, extra: str) -> str:
+        elapsed = time.monotonic() - self.started
+        layout = "{desc} {n_fmt}" + ("/{total_fmt}" if self.total is not None else "")
+        if self.rate:
+            layout += " ({rate_noinv_fmt})"
+        text = tqdm.format_meter(done, self.total, elapsed, prefix=self.label, bar_format=layout, unit="",
+                                 unit_scale=False)
+        return f"{text} {extra}" if extra else text
 
     def update(self, done: int, extra: str = "", force: bool = False) -> None:
         now = time.monotonic()
         if not force and now - self._last < self.interval:
             return
         self._last = now
-        total = f"/{self.total}" if self.total is not None else ""
-        text = f"{self.label} {done}{total}"
-        if self.rate and now > self.started:
-            text += f" ({done / (now - self.started):,.0f}/s)"
-        if extra:
-            text += f" {extra}"
         if self.tty:
-            self.stream.write("\r\033[K" + text)
+            if self._bar is None:
+                self._bar = tqdm(total=self.total, desc=self.label, file=self.stream, mininterval=self.interval,
+                                 unit="", dynamic_ncols=True, leave=True)
+            self._bar.update(done - self._done)
+            self._done = done
+            if extra:
+                self._bar.set_postfix_str(extra, refresh=False)
+            self._bar.refresh()
         else:
-            self.stream.write(text + "\n")
-        self.stream.flush()
-        self._shown = True
+            self.stream.write(self._format(done, extra) + "\n")
+            self.stream.flush()
 
     def done(self, done: int, extra: str = "") -> None:
         """Show the final count and end the line."""
         self.update(done, extra, force=True)
-        if self.tty:
-            self.stream.write("\n")
-            self.stream.flush()
+        if self._bar is not None:
+            self._bar.close()
+            self._bar = None

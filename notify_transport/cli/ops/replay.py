@@ -8,8 +8,7 @@ from typing import Any, Mapping, Sequence
 
 from notify_transport.cli.ops import args as cli_args
 from notify_transport.cli.ops.cluster import NO_OFFSET, Partition, default_topics, open_cluster
-from notify_transport.cli.ops.output import (EXIT_OK, Progress, fail, failures_exit_1, print_json,
-                                             table, warn)
+from notify_transport.cli.ops.output import EXIT_OK, Progress, emit, fail, failures_exit_1, table, warn
 from notify_transport.cli.ops.timespec import HELP as TIME_HELP, format_time, to_millis
 from notify_transport.drivers.base import PRIORITIES
 
@@ -23,32 +22,33 @@ listeners first. replay refuses while the pool has members unless --force
 (useful with a broker that never evicts a member that died without leaving;
 the listeners of a live pool would commit over the new offsets).
 
-Topics are TOPIC.PRIORITY plus .VHOST when the transport URL has a vhost, as the
-Kafka driver names them. --dry-run prints the plan and changes nothing.
+Like kafka-consumer-groups --reset-offsets, replay only prints the plan (per
+partition: the committed offset it moves from, the offset it moves to and how
+many notifications the pool receives again) unless --execute is given.
 
-exit status: 0 done (or planned), 1 refused or failed, 2 bad input or
-configuration, 3 brokers unreachable"""
+Topics are TOPIC.PRIORITY plus .VHOST when the transport URL has a vhost, as the
+Kafka driver names them.
+
+exit status: 0 planned (or done with --execute), 1 refused or failed, 2 bad
+input or configuration, 3 brokers unreachable"""
 
 EXAMPLES = """\
   notify-transport replay --transport-url kafka://127.0.0.1:9092/prod --pool ceilometer --to-time -1h
+  notify-transport replay --transport-url kafka://127.0.0.1:9092/prod --pool ceilometer --to-time -1h \\
+      --execute
   notify-transport replay --transport-url kafka://127.0.0.1:9092 --pool billing \\
-      --to-time 2024-05-01T12:00:00Z --priority info --dry-run
-  notify-transport replay --transport-url kafka://127.0.0.1:9092 --pool audit --to-earliest
+      --to-time 2024-05-01T12:00:00Z --priority info -f json
+  notify-transport replay --transport-url kafka://127.0.0.1:9092 --pool audit --to-earliest --execute
   notify-transport replay --transport-url kafka://127.0.0.1:9092 --pool audit --topic notifications \\
-      --priority error --partition 0 --to-offset 1200"""
+      --priority error --partition 0 --to-offset 1200 --execute"""
 
 
 def add_parser(sub: Any) -> None:
     p = cli_args.add_command(sub, "replay", "reset a pool's offsets to a time or offset to receive again",
                              DESCRIPTION, EXAMPLES)
-    cli_args.accept_relative_times(p)
     cli_args.add_connection_args(p)
     p.add_argument("--pool", required=True, help="the pool (consumer group) to move")
-    p.add_argument("--topic", action="append", type=cli_args.topic_name, metavar="TOPIC",
-                   help="notification topic, may repeat (default: [oslo_messaging_notifications] "
-                        "topics, i.e. notifications)")
-    p.add_argument("--priority", action="extend", type=cli_args.priority_list, metavar="LIST",
-                   help="comma-separated priorities (default: all)")
+    cli_args.add_topic_selection(p)
     p.add_argument("--partition", action="append", type=cli_args.non_negative_int, metavar="N",
                    help="only this partition of each topic, may repeat (default: all)")
     where = p.add_mutually_exclusive_group(required=True)
@@ -59,10 +59,14 @@ def add_parser(sub: Any) -> None:
     where.add_argument("--to-earliest", action="store_true", help="the oldest notification kept")
     where.add_argument("--to-latest", action="store_true",
                        help="the end: skip everything not yet received")
-    p.add_argument("--dry-run", action="store_true", help="print the plan, change nothing")
+    act = p.add_mutually_exclusive_group()
+    act.add_argument("--execute", action="store_true",
+                     help="move the offsets (without it, replay prints the plan and changes nothing)")
+    act.add_argument("--dry-run", action="store_true",
+                     help="print the plan and change nothing: what replay does without --execute")
     p.add_argument("--force", action="store_true",
-                   help="move the offsets even while the pool has members")
-    p.add_argument("--json", action="store_true", help="print the plan as JSON")
+                   help="with --execute: move the offsets even while the pool has members")
+    cli_args.add_output_format(p)
     p.set_defaults(func=run)
 
 
@@ -105,10 +109,17 @@ def plan_moves(partitions: Sequence[Partition], committed: Mapping[Partition, in
     return moves
 
 
+HEADERS = ("TOPIC", "PARTITION", "FROM", "TO", "RECEIVED AGAIN", "NOTE")
+RIGHT = ("PARTITION", "FROM", "TO", "RECEIVED AGAIN")
+
+
+def rows_of(moves: Sequence[Move]) -> list[tuple[Any, ...]]:
+    """Per partition: from (the committed offset, - when none), to, notifications received again."""
+    return [(m.topic, m.partition, m.committed, m.new, m.again, m.note) for m in moves]
+
+
 def render(moves: Sequence[Move]) -> str:
-    headers = ("TOPIC", "PARTITION", "COMMITTED", "NEW", "RECEIVED AGAIN", "NOTE")
-    rows = [(m.topic, m.partition, m.committed, m.new, m.again, m.note) for m in moves]
-    return table(headers, rows, right=("PARTITION", "COMMITTED", "NEW", "RECEIVED AGAIN"))
+    return table(HEADERS, rows_of(moves), right=RIGHT)
 
 
 def describe_target(args: argparse.Namespace) -> str:
@@ -149,20 +160,20 @@ def run(args: argparse.Namespace) -> int:
                   if again >= 0 else
                   f"pool {args.pool} ({info.state}, {info.members} member(s)) to "
                   f"{describe_target(args)}: {-again} notification(s) skipped")
-        if args.json:
-            print_json({"pool": args.pool, "state": info.state, "members": info.members,
-                        "dry_run": args.dry_run, "received_again": again,
-                        "partitions": [{**dataclasses.asdict(m), "received_again": m.again} for m in moves]})
-        else:
+        document = {"pool": args.pool, "state": info.state, "members": info.members,
+                    "executed": args.execute, "received_again": again,
+                    "partitions": [{**dataclasses.asdict(m), "received_again": m.again} for m in moves]}
+        if args.output_format == "table":
             print(header)
-            print(render(moves))
+        emit(args.output_format, HEADERS, rows_of(moves), document, right=RIGHT)
         busy = (f"pool {args.pool!r} has {info.members} member(s) (group {info.state}): stop its "
                 "listeners first, or use --force (a running listener commits over the new offsets, "
                 "and a real Kafka broker refuses them while the group has members)")
-        if args.dry_run:
+        if not args.execute:
             if info.active and not args.force:
                 warn(busy)
-            print("dry run: nothing changed", file=sys.stderr if args.json else sys.stdout)
+            print("plan only, nothing changed: run again with --execute to move the offsets",
+                  file=sys.stderr)
             return EXIT_OK
         if info.active and not args.force:
             return fail(busy + "; nothing changed")
@@ -175,6 +186,6 @@ def run(args: argparse.Namespace) -> int:
         if wrong:
             return fail("the new offsets did not stick (a member of the pool committed over them?): "
                         + "; ".join(wrong))
-    if not args.json:
+    if args.output_format == "table":
         print(f"done: the listeners of pool {args.pool} start from the new offsets when they next join")
     return EXIT_OK

@@ -7,10 +7,17 @@ import sys
 import time
 from typing import Any
 
+from oslo_config import cfg
+
 from notify_transport.cli.ops import args as cli_args
 from notify_transport.cli.ops.cluster import KafkaCluster, default_topics, open_transport
-from notify_transport.cli.ops.output import EXIT_OK, Progress, fail, failures_exit_1
+from notify_transport.cli import logs
+from notify_transport.cli.common import load_conf
+from notify_transport.cli.ops.output import EXIT_OK, Progress, emit, fail, failures_exit_1
+from notify_transport.drivers.config import register_opts
 from notify_transport.drivers.kafka.driver import KafkaDriver
+from notify_transport.drivers.kafka import options as kafka_options
+from notify_transport.drivers.rabbit import options as rabbit_options
 from notify_transport.notify import Notifier
 
 DESCRIPTION = """\
@@ -20,6 +27,9 @@ wait until the broker has confirmed every one of them.
 Works with every notification driver (kafka://, rabbit://). On Kafka the topic
 is TOPIC.PRIORITY plus .VHOST when the transport URL has a vhost. A send that
 fails is logged with its cause; the command then exits 1.
+
+--timeout bounds the whole command: connecting, sending and waiting for the
+confirmations (with rabbit://, each connection attempt is bounded by it too).
 
 exit status: 0 all confirmed, 1 some failed or were not confirmed within
 --timeout, 2 bad input or configuration, 3 Kafka brokers unreachable (checked
@@ -37,9 +47,7 @@ def add_parser(sub: Any) -> None:
     p = cli_args.add_command(sub, "send", "send notifications and wait for the broker's confirmation",
                              DESCRIPTION, EXAMPLES)
     cli_args.add_connection_args(p)
-    p.add_argument("--topic", action="append", type=cli_args.topic_name, metavar="TOPIC",
-                   help="notification topic, may repeat (default: [oslo_messaging_notifications] "
-                        "topics, i.e. notifications)")
+    cli_args.add_topic_selection(p, priorities=False)
     p.add_argument("--priority", type=cli_args.priority, default="info",
                    help="audit, debug, info, warn, error, critical or sample")
     p.add_argument("--event-type", required=True, help="e.g. compute.instance.create.end")
@@ -48,32 +56,82 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--ctxt", type=cli_args.json_object, default={}, metavar="JSON",
                    help="request context as a JSON object (secret keys such as auth_token are "
                         "never sent)")
-    p.add_argument("--publisher-id", default=f"notify-transport.{socket.gethostname()}",
-                   help="publisher_id of the notifications (also the Kafka message key)")
+    p.add_argument("--publisher-id",
+                   help="publisher_id of the notifications, also the Kafka message key "
+                        "(default: notify-transport.HOSTNAME)")
     p.add_argument("--count", type=cli_args.positive_int, default=1,
                    help="how many times to send it")
-    p.add_argument("--format", choices=("messagingv2", "messaging"), default="messagingv2",
-                   help="oslo wire format: messagingv2 (2.0 envelope) or messaging (plain)")
+    p.add_argument("--driver", choices=("messagingv2", "messaging"), default="messagingv2",
+                   help="the oslo notification driver, i.e. wire format: messagingv2 (2.0 envelope) "
+                        "or messaging (plain)")
     p.add_argument("--retry", type=int, default=None,
                    help="re-sends of a failed delivery, as oslo's retry (-1: until delivery_timeout)")
     p.add_argument("--timeout", type=cli_args.positive_float, default=30.0, metavar="SECONDS",
-                   help="how long to wait for the broker's confirmations")
+                   help="how long the command may take, the broker's confirmations included")
+    cli_args.add_output_format(p)
     p.set_defaults(func=run)
+
+
+def bounded_conf(args: argparse.Namespace) -> cfg.ConfigOpts:
+    """The configuration with the drivers' own waits bounded by --timeout.
+
+    The command waits --timeout for the confirmations itself, so the drivers'
+    cleanup waits no more (flush_timeout 0, for Kafka and RabbitMQ), a send
+    never blocks longer on a full queue, and one RabbitMQ connection attempt
+    never outlasts --timeout (the driver retries in the background until the
+    command gives up).
+    """
+    conf = load_conf(args)
+    for options in (kafka_options, rabbit_options):
+        register_opts(conf, options.all_opts(), options.GROUP)
+        conf.set_override("flush_timeout", 0.0, options.GROUP)
+    kafka = conf[kafka_options.GROUP]
+    conf.set_override("producer_queue_timeout", min(kafka.producer_queue_timeout, args.timeout),
+                      kafka_options.GROUP)
+    rabbit = conf[rabbit_options.GROUP]
+    conf.set_override("connection_timeout", max(0.1, min(rabbit.connection_timeout, args.timeout)),
+                      rabbit_options.GROUP)
+    conf.set_override("pending_notifications_timeout",
+                      min(rabbit.pending_notifications_timeout, args.timeout), rabbit_options.GROUP)
+    return conf
+
+
+class NotConfirmed(Exception):
+    """Some notifications were not confirmed: the one error line, without its cause yet."""
 
 
 @failures_exit_1
 def run(args: argparse.Namespace) -> int:
-    with open_transport(args) as transport:
+    """Send, then one line: the summary, or the error with the drivers' last logged cause."""
+    if args.debug or args.verbose:  # everything the drivers log, as it happens
+        try:
+            return _run(args)
+        except NotConfirmed as exc:
+            return fail(f"{exc} (the log lines above give the causes)")
+    with logs.HeldRecords("notify_transport.drivers") as held:
+        try:
+            code = _run(args)
+        except NotConfirmed as exc:
+            cause = f"; first error: {held.first}" if held.first else ""
+            return fail(f"{exc}{cause} (--debug shows every attempt)")
+    held.show()
+    return code
+
+
+def _run(args: argparse.Namespace) -> int:
+    args.deadline = time.monotonic() + args.timeout
+    with open_transport(args, bounded_conf(args)) as transport:
         topics = default_topics(args)
         kafka_topics = [f"{t}.{args.priority}" for t in topics]  # how the notifier names targets
         if isinstance(transport.driver, KafkaDriver):
-            cluster = KafkaCluster(transport, args.connect_timeout)
+            cluster = KafkaCluster(transport, min(args.connect_timeout, args.timeout))
             try:
                 kafka_topics = cluster.notification_topics(topics, [args.priority])
                 cluster.topic_partitions()  # brokers unreachable -> exit 3 before sending
             finally:
                 cluster.close()
-        notifier = Notifier(transport, publisher_id=args.publisher_id, driver=args.format,
+        publisher_id = args.publisher_id or f"notify-transport.{socket.gethostname()}"
+        notifier = Notifier(transport, publisher_id=publisher_id, driver=args.driver,
                             topics=topics, retry=args.retry)
         return _send(transport, notifier, args, kafka_topics)
 
@@ -88,7 +146,7 @@ def _send(transport: Any, notifier: Notifier, args: argparse.Namespace, kafka_to
             progress.update(done)
     if progress is not None:
         progress.done(args.count, "waiting for the broker's confirmation")
-    pending = transport.flush(args.timeout)
+    pending = transport.flush(max(0.0, args.deadline - time.monotonic()))
     elapsed = time.monotonic() - started
     expected = args.count * len(kafka_topics)
     stats = transport.delivery_stats()
@@ -102,8 +160,12 @@ def _send(transport: Any, notifier: Notifier, args: argparse.Namespace, kafka_to
         problems = [f"{n} {what}" for n, what in ((failed, "failed"), (not_sent, "could not be sent"),
                                                   (pending, f"not confirmed within {args.timeout:g}s"))
                     if n]
-        return fail(f"{delivered} of {expected} notification(s) to {where} confirmed; "
-                    f"{', '.join(problems)} (the log lines above give the causes)")
-    print(f"sent {expected} notification(s) to {where}; all confirmed by the broker "
-          f"in {elapsed:.2f}s", file=sys.stdout)
+        raise NotConfirmed(f"{delivered} of {expected} notification(s) to {where} confirmed; "
+                           f"{', '.join(problems)}")
+    if args.output_format == "table":
+        print(f"sent {expected} notification(s) to {where}; all confirmed by the broker "
+              f"in {elapsed:.2f}s", file=sys.stdout)
+    else:
+        emit(args.output_format, (), [(expected, where, f"{elapsed:.3f}")],
+             {"sent": expected, "confirmed": delivered, "topics": kafka_topics, "seconds": round(elapsed, 3)})
     return EXIT_OK

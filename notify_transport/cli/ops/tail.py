@@ -5,19 +5,19 @@ import argparse
 import dataclasses
 import json
 import re
+import string
 import sys
 import time
 from typing import Any, Iterator
 
-from confluent_kafka import OFFSET_BEGINNING, KafkaError, KafkaException, TopicPartition
-
 from notify_transport.cli.ops import args as cli_args
-from notify_transport.cli.ops.cluster import ClusterError, KafkaCluster, default_topics, open_cluster
-from notify_transport.cli.ops.output import EXIT_OK, fail, failures_exit_1, warn
+from notify_transport.cli.ops.cluster import KafkaCluster, default_topics, open_cluster
+from notify_transport.cli.ops.follow import BATCH, SLICE, Follower, Received
+from notify_transport.cli.ops.output import EXIT_OK, fail, failures_exit_1
+from notify_transport.cli.ops.start import HELP as START_HELP, LATEST, Start, parse_start
 from notify_transport.cli.ops.timespec import format_time
 from notify_transport.drivers.base import PRIORITIES
-from notify_transport.drivers.envelope import decode_notification
-from notify_transport.exceptions import ConfigurationError, DecodeError
+from notify_transport.exceptions import ConfigurationError
 from notify_transport.target import Target
 
 DESCRIPTION = """\
@@ -30,47 +30,61 @@ only its share of the pool's partitions, and what it reads (filtered out or not)
 is committed for the pool.
 
 Topics are TOPIC.PRIORITY plus .VHOST when the transport URL has a vhost, as the
-Kafka driver names them. Records that are not notifications are reported on
-stderr with their coordinates and skipped.
+Kafka driver names them. A topic created after tail started (the first error
+notification of a service, say) is followed from its beginning within
+--refresh seconds. Records that are not notifications are reported on stderr
+with their coordinates and skipped. When the brokers stop answering, tail says
+so once, keeps trying, and says so again once they answer.
 
-exit status: 0 done, 1 --max not reached within --timeout or no topic to follow,
-2 bad input or configuration, 3 brokers unreachable"""
+--line-format takes a Python format string over the fields
+{timestamp} {priority} {publisher_id} {event_type} {payload} {message_id}
+{ctxt} {topic} {partition} {offset} {kafka_timestamp} (payload and ctxt as
+compact JSON), e.g. '{timestamp} {event_type} {payload}'.
+
+exit status: 0 done, 1 --max not reached within --timeout, or nothing to read
+with --exit-at-end, 2 bad input or configuration, 3 brokers unreachable"""
 
 EXAMPLES = """\
   notify-transport tail --transport-url kafka://127.0.0.1:9092/prod
   notify-transport tail --transport-url kafka://127.0.0.1:9092 --priority error,critical \\
       --event-type '^compute\\.instance\\.' --publisher 'compute\\.host1$'
-  notify-transport tail --transport-url kafka://127.0.0.1:9092 --from earliest --max 10 --json
+  notify-transport tail --transport-url kafka://127.0.0.1:9092 --from earliest --max 10 -f json
+  notify-transport tail --transport-url kafka://127.0.0.1:9092 --from -1h --exit-at-end \\
+      --line-format '{timestamp} {publisher_id} {event_type}'
+  notify-transport tail --transport-url kafka://127.0.0.1:9092 --from -20 -e
   notify-transport tail --transport-url kafka://127.0.0.1:9092 --pool ceilometer --timeout 60"""
 
-#: Most records taken from the consumer in one call.
-BATCH = 500
-#: Longest single wait, so that --timeout and Ctrl-C are noticed quickly.
-SLICE = 0.2
+#: Fields of --line-format.
+LINE_FIELDS = ("timestamp", "priority", "publisher_id", "event_type", "payload", "message_id", "ctxt",
+               "topic", "partition", "offset", "kafka_timestamp")
 
 
 def add_parser(sub: Any) -> None:
     p = cli_args.add_command(sub, "tail", "follow topics and print notifications as they come",
                              DESCRIPTION, EXAMPLES)
     cli_args.add_connection_args(p)
-    p.add_argument("--topic", action="append", type=cli_args.topic_name, metavar="TOPIC",
-                   help="notification topic, may repeat (default: [oslo_messaging_notifications] "
-                        "topics, i.e. notifications)")
-    p.add_argument("--priority", action="extend", type=cli_args.priority_list, metavar="LIST",
-                   help="comma-separated priorities to follow (default: all)")
+    cli_args.add_topic_selection(p)
     p.add_argument("--event-type", type=cli_args.regex, metavar="REGEX",
                    help="only event types this regular expression finds a match in")
     p.add_argument("--publisher", type=cli_args.regex, metavar="REGEX",
                    help="only publisher ids this regular expression finds a match in")
-    p.add_argument("--from", dest="start", choices=("latest", "earliest"), default=None,
-                   help="start at the end (only new notifications) or at the oldest kept "
-                        "(default: latest; not with --pool, which reads from its committed offsets)")
+    p.add_argument("--from", dest="start", type=start_position, default=None, metavar="WHERE",
+                   help=f"where to start in each partition: {START_HELP} (default: latest; not with "
+                        "--pool, which reads from its committed offsets)")
+    p.add_argument("-e", "--exit-at-end", action="store_true",
+                   help="stop once every partition is read up to where it ended when tail started "
+                        "(as kcat -e)")
+    p.add_argument("--refresh", type=cli_args.positive_float, default=1.0, metavar="SECONDS",
+                   help="how often to look for topics created since tail started")
     p.add_argument("--max", type=cli_args.positive_int, metavar="N",
                    help="stop after printing N notifications")
     p.add_argument("--timeout", type=cli_args.positive_float, metavar="SECONDS",
                    help="stop after this long (default: run until Ctrl-C or --max)")
-    p.add_argument("--json", action="store_true",
-                   help="one JSON object per line: coordinates, ctxt and the whole message")
+    cli_args.add_output_format(p, formats=("value", "json"), described={
+        "value": "value: one line per notification (see --line-format, --long)",
+        "json": "json: one JSON object per line with the coordinates, ctxt and the whole message"})
+    p.add_argument("--line-format", type=line_template, metavar="TEMPLATE",
+                   help="a Python format string over the fields listed above (value format only)")
     p.add_argument("-l", "--long", action="store_true",
                    help="prefix each line with topic[partition]@offset")
     p.add_argument("--pool", help="join this pool instead of reading on the side")
@@ -97,20 +111,41 @@ class TailFilter:
         return True
 
 
-@dataclasses.dataclass
-class Received:
-    """One decoded record, wherever it came from."""
+def start_position(text: str) -> Start:
+    try:
+        return parse_start(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
-    ctxt: dict
-    message: dict
-    topic: str
-    partition: int
-    offset: int
-    timestamp: float | None  # broker/producer time, seconds since the epoch
 
-    @property
-    def coordinates(self) -> str:
-        return f"{self.topic}[{self.partition}]@{self.offset}"
+def line_template(text: str) -> str:
+    """A --line-format template whose fields all exist (checked before anything connects)."""
+    try:
+        fields = [field for _, field, _, _ in string.Formatter().parse(text) if field is not None]
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(f"invalid --line-format {text!r}: {exc}") from None
+    unknown = [f for f in fields if f not in LINE_FIELDS]
+    if unknown or "" in fields:
+        raise argparse.ArgumentTypeError(
+            f"unknown field(s) {', '.join(repr(f) for f in unknown) or repr('{}')} in --line-format; "
+            f"expected {', '.join('{' + f + '}' for f in LINE_FIELDS)}")
+    return text
+
+
+def _compact(value: Any) -> str:
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
+
+
+def format_template(item: Received, template: str) -> str:
+    """One line from a --line-format template (fields checked by :func:`line_template`)."""
+    message = item.message or {}
+    fields = {"timestamp": message.get("timestamp"), "priority": message.get("priority"),
+              "publisher_id": message.get("publisher_id"), "event_type": message.get("event_type"),
+              "payload": _compact(message.get("payload")), "message_id": message.get("message_id"),
+              "ctxt": _compact(item.ctxt), "topic": item.topic, "partition": item.partition,
+              "offset": item.offset,
+              "kafka_timestamp": None if item.timestamp is None else format_time(item.timestamp)}
+    return template.format(**fields)
 
 
 def format_line(item: Received, long: bool = False) -> str:
@@ -119,8 +154,7 @@ def format_line(item: Received, long: bool = False) -> str:
     stamp = str(message.get("timestamp") or "")[:23]
     if not stamp and item.timestamp is not None:
         stamp = format_time(item.timestamp)
-    payload = json.dumps(message.get("payload"), sort_keys=True, separators=(",", ":"),
-                         ensure_ascii=False, default=str)
+    payload = _compact(message.get("payload"))
     line = (f"{stamp} {str(message.get('priority') or '?').upper():<8} "
             f"{message.get('publisher_id')} {message.get('event_type')} {payload}")
     return f"{item.coordinates} {line}" if long else line
@@ -157,8 +191,18 @@ def run(args: argparse.Namespace) -> int:
         source = (_pool_source(cluster, args, topics, priorities, tally) if args.pool
                   else _reader_source(cluster, args, topics))
         if source is None:
-            return fail(f"none of the topics {', '.join(topics)} exists yet; nothing to follow")
+            return fail(f"none of the topics {', '.join(topics)} exists; nothing to read")
         return _follow(source, selector, args, cluster.vhost, tally)
+
+
+def render(item: Received, args: argparse.Namespace, vhost: str | None) -> str:
+    """One output line as -f, --line-format and --long ask."""
+    if args.output_format == "json":
+        return format_json(item, vhost)
+    if args.line_format:
+        line = format_template(item, args.line_format)
+        return f"{item.coordinates} {line}" if args.long else line
+    return format_line(item, args.long)
 
 
 def _follow(source: Iterator[Received | None], selector: TailFilter, args: argparse.Namespace,
@@ -172,7 +216,7 @@ def _follow(source: Iterator[Received | None], selector: TailFilter, args: argpa
                 if item.message is None:  # undecodable, already reported
                     tally.undecodable += 1
                 elif selector.match(item.message):
-                    out.write((format_json(item, vhost) if args.json else format_line(item, args.long)) + "\n")
+                    out.write(render(item, args, vhost) + "\n")
                     out.flush()
                     tally.shown += 1
                 else:
@@ -187,62 +231,28 @@ def _follow(source: Iterator[Received | None], selector: TailFilter, args: argpa
             close()
         print(tally.summary(), file=sys.stderr)
     if args.max is not None and tally.shown < args.max:
-        return fail(f"only {tally.shown} of {args.max} notification(s) arrived within {args.timeout:g}s")
+        within = "before the end" if getattr(args, "exit_at_end", False) and args.timeout is None \
+            else f"within {args.timeout:g}s"
+        return fail(f"only {tally.shown} of {args.max} notification(s) arrived {within}")
     return EXIT_OK
 
 
 def _reader_source(cluster: KafkaCluster, args: argparse.Namespace,
                    topics: list[str]) -> Iterator[Received | None] | None:
-    partitions, missing = cluster.partitions_of(topics)
-    if not partitions:
-        return None
-    start = args.start or "latest"
-    marks = cluster.watermarks(partitions)
+    """Records read beside the pools; None when --exit-at-end and no topic exists."""
+    start = args.start or Start(LATEST)
+    follower = Follower(cluster, topics, start, args.refresh, exit_at_end=args.exit_at_end)
     # explicit offsets, resolved now: a notification sent after the line below is printed is read
-    positions = [TopicPartition(t, p, marks[(t, p)][0 if start == "earliest" else 1]) for t, p in partitions]
-    for tp in positions:
-        if tp.offset < 0:
-            tp.offset = OFFSET_BEGINNING
-    consumer = cluster.reader("tail")
-    consumer.assign(positions)
-    absent = (f"; not following {len(missing)} topic(s) that do not exist yet: {', '.join(missing)}"
-              if missing else "")
-    print(f"following {len(partitions)} partition(s) of {', '.join(sorted({t for t, _ in partitions}))} "
-          f"from {start}{absent}", file=sys.stderr)
-    return _records(consumer)
-
-
-def _records(consumer: Any) -> Iterator[Received | None]:
-    try:
-        while True:
-            try:
-                records = consumer.consume(BATCH, SLICE)
-            except KafkaException as exc:
-                raise ClusterError(f"reading failed: {exc.args[0].str() if exc.args else exc}") from None
-            if not records:
-                yield None
-                continue
-            for record in records:
-                err = record.error()
-                if err is not None:
-                    if err.code() == KafkaError._PARTITION_EOF:
-                        continue
-                    if err.fatal():
-                        raise ClusterError(f"reading failed: {err.str()}")
-                    warn(err.str())
-                    continue
-                kind, millis = record.timestamp()
-                coords = (record.topic(), record.partition(), record.offset(),
-                          millis / 1000.0 if kind else None)
-                try:
-                    ctxt, message = decode_notification(record.value())
-                except DecodeError as exc:
-                    warn(f"skipping undecodable record {coords[0]}[{coords[1]}]@{coords[2]}: {exc}")
-                    yield Received({}, None, *coords)  # type: ignore[arg-type]
-                    continue
-                yield Received(ctxt, message, *coords)
-    finally:
-        consumer.close()
+    partitions, missing = follower.open()
+    if not partitions and args.exit_at_end:
+        follower.consumer.close()
+        return None
+    absent = (f"; {len(missing)} topic(s) do not exist yet and are followed from their beginning once "
+              f"created: {', '.join(missing)}" if missing and not args.exit_at_end else "")
+    shown = ", ".join(sorted({t for t, _ in partitions})) or "no topic yet"
+    print(f"following {len(partitions)} partition(s) of {shown} from {start.describe()}{absent}",
+          file=sys.stderr)
+    return follower.records()
 
 
 def _pool_source(cluster: KafkaCluster, args: argparse.Namespace, topics: list[str],

@@ -1,4 +1,5 @@
-"""``notify-transport topics``: notification topics of the cluster, grouped by vhost."""
+"""``notify-transport topics``: notification topics of the cluster by vhost, retry and dead-letter
+topics under the notification topic they belong to."""
 from __future__ import annotations
 
 import argparse
@@ -7,15 +8,19 @@ from typing import Any, Mapping, Sequence
 
 from notify_transport.cli.ops import args as cli_args
 from notify_transport.cli.ops.cluster import open_cluster
-from notify_transport.cli.ops.output import EXIT_OK, fail, failures_exit_1, print_json, table
-from notify_transport.pipeline.topics import parse_topic
+from notify_transport.cli.ops.output import EXIT_OK, emit, fail, failures_exit_1, table
+from notify_transport.cli.ops.topic_kinds import DEAD_LETTER, NOTIFICATION, OTHER, RETRY, TopicNamer
 
 DESCRIPTION = """\
 List the notification topics of the cluster, grouped by vhost: Kafka topics named
 TOPIC.PRIORITY[.VHOST] as the Kafka driver names them, with their partitions and
 the number of notifications they keep (end offset minus earliest offset, summed
-over the partitions). Topics that are not named like that are left out unless
---all is given; Kafka's internal topics are always left out.
+over the partitions). Retry and dead-letter topics (named from the
+[oslo_messaging_kafka] retry_topic and dead_letter_topic templates,
+{topic}.retry.{pool} and {topic}.dlq by default) are listed under the
+notification topic they belong to, labelled retry (with their pool) or
+dead-letter. Topics that are not named like that are left out unless --all is
+given; Kafka's internal topics are always left out.
 
 The vhost of the transport URL does not restrict the list: use --vhost.
 
@@ -24,7 +29,7 @@ exit status: 0 listed, 1 nothing matched, 2 bad input or configuration,
 
 EXAMPLES = """\
   notify-transport topics --transport-url kafka://127.0.0.1:9092
-  notify-transport topics --transport-url kafka://127.0.0.1:9092 --vhost prod --json
+  notify-transport topics --transport-url kafka://127.0.0.1:9092 --vhost prod -f json
   notify-transport topics --config-file /etc/nova/nova.conf --topic versioned_notifications --all"""
 
 #: How the list shows notification topics without a vhost.
@@ -41,7 +46,7 @@ def add_parser(sub: Any) -> None:
                         "topic contains dots exactly)")
     p.add_argument("--all", action="store_true",
                    help="also list topics that are not notification topics")
-    p.add_argument("--json", action="store_true", help="print JSON instead of tables")
+    cli_args.add_output_format(p)
     p.set_defaults(func=run)
 
 
@@ -53,33 +58,55 @@ class TopicRow:
     vhost: str | None
     partitions: int
     messages: int
+    #: notification, retry, dead-letter or other
+    kind: str = NOTIFICATION
+    #: retry / dead-letter topics: the pool named in the topic, when the template has one
+    pool: str | None = None
+
+
+#: Order of the kinds under one base topic and priority.
+_KIND_ORDER = {NOTIFICATION: 0, RETRY: 1, DEAD_LETTER: 2, OTHER: 3}
 
 
 def classify(partition_counts: Mapping[str, int], messages: Mapping[str, int],
-             base_topics: Sequence[str] = ()) -> tuple[dict[str | None, list[TopicRow]], list[TopicRow]]:
-    """Notification topics by vhost (None: no vhost), and the other topics."""
+             base_topics: Sequence[str] = (),
+             namer: TopicNamer | None = None) -> tuple[dict[str | None, list[TopicRow]], list[TopicRow]]:
+    """Notification topics (retry and dead-letter ones with them) by vhost (None: no vhost), and the others."""
+    namer = namer or TopicNamer(base_topics=base_topics)
     by_vhost: dict[str | None, list[TopicRow]] = {}
     other: list[TopicRow] = []
     for name in sorted(partition_counts):
-        parts = parse_topic(name, base_topics)
-        row = TopicRow(name, parts.base, parts.priority, parts.vhost, partition_counts[name],
-                       messages.get(name, 0))
-        if parts.priority is None or (base_topics and parts.base not in base_topics):
+        kind = namer.classify(name)
+        row = TopicRow(name, kind.base, kind.priority, kind.vhost, partition_counts[name],
+                       messages.get(name, 0), kind.kind, kind.pool)
+        if kind.kind == OTHER:
             other.append(row)
         else:
-            by_vhost.setdefault(parts.vhost, []).append(row)
+            by_vhost.setdefault(kind.vhost, []).append(row)
+    for rows in by_vhost.values():
+        rows.sort(key=lambda r: (r.topic, r.priority or "", _KIND_ORDER[r.kind], r.pool or "", r.kafka_topic))
     return by_vhost, other
 
 
+def _label(row: TopicRow) -> str:
+    if row.kind == RETRY:
+        return f"retry ({row.pool})" if row.pool else "retry"
+    return row.kind
+
+
 def render(by_vhost: Mapping[str | None, Sequence[TopicRow]], other: Sequence[TopicRow]) -> str:
-    headers = ("TOPIC", "PRIORITY", "KAFKA TOPIC", "PARTITIONS", "MESSAGES")
+    headers = ("TOPIC", "PRIORITY", "KIND", "KAFKA TOPIC", "PARTITIONS", "MESSAGES")
     blocks = []
     for vhost in sorted(by_vhost, key=lambda v: (v is not None, v or "")):
-        rows = [(r.topic, r.priority, r.kafka_topic, r.partitions, r.messages) for r in by_vhost[vhost]]
-        total = sum(r.messages for r in by_vhost[vhost])
+        rows = [(r.topic, r.priority, _label(r), r.kafka_topic, r.partitions, r.messages)
+                for r in by_vhost[vhost]]
+        total = sum(r.messages for r in by_vhost[vhost] if r.kind == NOTIFICATION)
+        count = sum(r.kind == NOTIFICATION for r in by_vhost[vhost])
+        extra = len(rows) - count
         body = table(headers, rows, right=("PARTITIONS", "MESSAGES"))
-        blocks.append(f"vhost {vhost if vhost is not None else NO_VHOST}: {len(rows)} topic(s), "
-                      f"{total} message(s)\n" + _indent(body))
+        blocks.append(f"vhost {vhost if vhost is not None else NO_VHOST}: {count} topic(s), "
+                      f"{total} message(s)" + (f"; {extra} retry/dead-letter topic(s)" if extra else "")
+                      + "\n" + _indent(body))
     if other:
         rows = [(r.kafka_topic, r.partitions, r.messages) for r in other]
         blocks.append(f"other topics: {len(rows)}\n"
@@ -97,7 +124,8 @@ def run(args: argparse.Namespace) -> int:
     base_topics = list(dict.fromkeys(args.topic or []))
     with open_cluster(args) as cluster:
         counts = cluster.topic_partitions()
-        by_vhost, other = classify(counts, {}, base_topics)
+        by_vhost, other = classify(counts, {}, base_topics,
+                                   TopicNamer.from_options(cluster.driver.opts, base_topics))
         if args.vhost is not None:
             by_vhost = {v: rows for v, rows in by_vhost.items() if v == args.vhost}
         if not args.all:
@@ -114,10 +142,11 @@ def run(args: argparse.Namespace) -> int:
     if not shown:
         what = f" on vhost {args.vhost!r}" if args.vhost is not None else ""
         return fail(f"no notification topic{what} in the cluster")
-    if args.json:
-        print_json({"vhosts": [{"vhost": v, "topics": [dataclasses.asdict(r) for r in by_vhost[v]]}
-                               for v in sorted(by_vhost, key=lambda v: (v is not None, v or ""))],
-                    "other": [dataclasses.asdict(r) for r in other]})
-    else:
-        print(render(by_vhost, other))
+    order = sorted(by_vhost, key=lambda v: (v is not None, v or ""))
+    document = {"vhosts": [{"vhost": v, "topics": [dataclasses.asdict(r) for r in by_vhost[v]]} for v in order],
+                "other": [dataclasses.asdict(r) for r in other]}
+    rows = [(r.vhost, r.topic, r.priority, r.kind, r.pool, r.kafka_topic, r.partitions, r.messages)
+            for v in order for r in by_vhost[v]] + [
+        (None, None, None, r.kind, None, r.kafka_topic, r.partitions, r.messages) for r in other]
+    emit(args.output_format, (), rows, document, table_text=render(by_vhost, other))
     return EXIT_OK

@@ -34,7 +34,7 @@ from notify_transport.drivers.kafka.consumer import KafkaListener
 from notify_transport.drivers.kafka.counters import DeliveryCounters
 from notify_transport.drivers.kafka.deadletter import SideProducer
 from notify_transport.drivers.kafka.naming import SendTopics, kafka_topic, validate
-from notify_transport.drivers.kafka.options import GROUP, all_opts
+from notify_transport.drivers.kafka.options import GROUP, all_opts, listener_start_timeout
 from notify_transport.drivers.kafka.positions import StartPosition, parse_start_position
 from notify_transport.drivers.kafka.producer import NotificationProducer
 from notify_transport.drivers.kafka.reader import MergedIterator, PartitionConsumer, reader_config, \
@@ -64,6 +64,7 @@ class KafkaDriver(BaseDriver):
                  allowed_remote_exmods: Iterable[str] | None = None) -> None:
         super().__init__(conf, url, default_exchange, allowed_remote_exmods)
         self.opts = resolve_options(conf, GROUP, all_opts(), url.query, url.redacted())
+        self._start_timeout = listener_start_timeout(self.opts)
         self.vhost: str | None = url.virtual_host or None
         if self.vhost is not None:
             try:
@@ -81,7 +82,7 @@ class KafkaDriver(BaseDriver):
         self._send = self._producer.send
         self._admin = TopicAdmin(kafka_config.admin_config(url, self.opts), self.opts.topic_partitions,
                                  self.opts.topic_replication_factor,
-                                 timeout=min(10.0, self.opts.listener_start_timeout))
+                                 timeout=min(10.0, self._start_timeout))
         self._listeners: list[KafkaListener] = []
         self._listeners_lock = threading.Lock()
 
@@ -141,7 +142,7 @@ class KafkaDriver(BaseDriver):
             config, topics, policy,
             admin=self._admin, max_poll_records=self.opts.max_poll_records,
             consumer_timeout=self.opts.kafka_consumer_timeout,
-            start_timeout=self.opts.listener_start_timeout, settings=settings,
+            start_timeout=self._start_timeout, settings=settings,
             retry_topics=requeuer.retry_topics(topics) if requeuer else [],
             dead_letter_topics=requeuer.dead_letter_topics(topics) if requeuer else [],
             side=side, counters=counters)

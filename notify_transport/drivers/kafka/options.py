@@ -7,7 +7,12 @@ Every option can be overridden per transport by the URL query.
 """
 from __future__ import annotations
 
+import logging
+from typing import Any
+
 from oslo_config import cfg
+
+LOG = logging.getLogger(__name__)
 
 GROUP = "oslo_messaging_kafka"
 
@@ -90,9 +95,14 @@ extra_opts = [
                choices=['latest', 'earliest'],
                help='Where a pool with no committed offset starts reading. '
                     'Listeners always receive what is sent after start() returns.'),
-    cfg.FloatOpt('listener_start_timeout', default=30.0, min=0.001,
+    cfg.FloatOpt('listener_start_timeout', default=None, min=0.001,
                  help='Seconds a listener start() waits to join its consumer '
-                      'group and get its partitions before failing with an error.'),
+                      'group and get its partitions before failing with an error. '
+                      'Unset, it is twice session_timeout plus 15 seconds: a '
+                      'listener restarted right after a crash joins only once the '
+                      'group has evicted its dead predecessor, session_timeout '
+                      'after its last heartbeat (up to twice that on brokers that '
+                      'check expiry periodically).'),
     cfg.IntOpt('prefetch_messages', default=5000, min=1,
                help='Messages per partition a listener keeps fetched ahead of '
                     'dispatch (librdkafka queued.min.messages, whose default of '
@@ -190,3 +200,27 @@ delivery_opts = [
 def all_opts() -> list[cfg.Opt]:
     """Every option of the group, oslo-compatible ones first."""
     return oslo_compat_opts + extra_opts + delivery_opts
+
+
+#: Seconds ``start()`` allows beyond the eviction for the rebalance that follows it.
+START_TIMEOUT_MARGIN = 15.0
+
+
+def listener_start_timeout(opts: Any) -> float:
+    """How long a listener's ``start()`` waits for its partitions.
+
+    ``listener_start_timeout`` when set, else twice ``session_timeout`` plus
+    :data:`START_TIMEOUT_MARGIN`: the group coordinator evicts a crashed
+    member only ``session_timeout`` after its last heartbeat (Kafka), or at
+    its next periodic expiry check, up to a session later (Tansu takes about
+    twice the session timeout), and the restarted service's join completes
+    after that, so a shorter wait would fail every restart that follows a
+    crash.
+    """
+    if opts.listener_start_timeout is None:
+        return 2 * opts.session_timeout + START_TIMEOUT_MARGIN
+    if opts.listener_start_timeout <= opts.session_timeout:
+        LOG.warning("listener_start_timeout (%ss) is not above session_timeout (%ss): a listener "
+                    "restarted right after a crash will fail to start while the group still "
+                    "holds its dead predecessor", opts.listener_start_timeout, opts.session_timeout)
+    return opts.listener_start_timeout

@@ -1,13 +1,17 @@
 """One AMQP connection driven by its own I/O thread, reconnecting by itself.
 
 pika is not thread-safe, so the pika objects of a connection are touched by
-one thread at a time: the connection's I/O thread holds the connection's
-*I/O lock* except while it waits in ``epoll``, and another thread either hands
-work over with :meth:`RabbitConnection.call_soon` (``add_callback_threadsafe``)
-or runs it itself under the lock with :meth:`RabbitConnection.run_locked`
-(publishing does: no wake-up of the I/O thread, no thread hop before the
-bytes leave). Methods whose name starts with ``io_`` run on the I/O thread or
-under the I/O lock.
+one thread at a time. The connection is pika's ``SelectConnection`` on a
+:class:`~notify_transport.drivers.rabbit.ioloop.LendingIOLoop` (pika's
+``custom_ioloop``), whose thread holds the loop's lock except while it waits
+in ``epoll``. Another thread either hands work over with
+:meth:`RabbitConnection.call_soon` (``add_callback_threadsafe``) or runs it
+itself under the lock with :meth:`RabbitConnection.run_locked` (publishing
+does: no wake-up of the I/O thread, no thread hop before the bytes leave), and
+a thread waiting for what the socket brings may read it itself
+(:meth:`RabbitConnection.read_while_waiting`). Without ``epoll`` the loop is
+pika's own ``IOLoop`` and all of that work goes to its thread. Methods whose
+name starts with ``io_`` run on the I/O thread or under the loop's lock.
 
 Parts of the driver that need a channel (the publisher, each consumer)
 register as a :class:`ChannelUser`. The connection opens a channel for each
@@ -32,9 +36,10 @@ from typing import Any, Callable
 
 import pika
 import pika.exceptions as pex
+from pika.adapters.select_connection import IOLoop
 from pika.channel import Channel
 
-from notify_transport.drivers.rabbit.amqp_io import AmqpConnection, LockingIOLoop
+from notify_transport.drivers.rabbit import ioloop
 from notify_transport.drivers.rabbit.settings import Endpoint, RabbitSettings
 from notify_transport.exceptions import AccessDenied, MessageDeliveryFailure
 
@@ -94,9 +99,10 @@ class RabbitConnection:
     def __init__(self, settings: RabbitSettings, purpose: str) -> None:
         self.settings = settings
         self.purpose = purpose
-        #: Held by the I/O thread except while it waits for I/O; see :meth:`run_locked`.
-        self._io_lock = threading.RLock()
-        self._ioloop = LockingIOLoop(self._io_lock)
+        #: Whether other threads may borrow the loop (run_locked, read_while_waiting).
+        self._lending = ioloop.AVAILABLE
+        self._services: Any = ioloop.LendingIOServices() if self._lending else None
+        self._ioloop: Any = self._services.loop if self._lending else IOLoop()
         self._thread = threading.Thread(target=self._run, name=f"rabbit-{purpose}-io", daemon=True)
         self._io_ident: int | None = None
         self._conn: pika.SelectConnection | None = None
@@ -156,9 +162,14 @@ class RabbitConnection:
     def is_open(self) -> bool:
         return self._open
 
+    @property
+    def lends(self) -> bool:
+        """Whether other threads may run I/O work themselves (:meth:`run_locked`)."""
+        return self._lending
+
     def in_io_thread(self) -> bool:
-        """True on the I/O thread, or on a thread doing I/O work under the I/O lock."""
-        return threading.get_ident() == self._io_ident or self._io_lock._is_owned()  # noqa: SLF001
+        """True on the I/O thread, or on a thread doing I/O work under the loop's lock."""
+        return threading.get_ident() == self._io_ident or (self._lending and self._ioloop.holds_lock())
 
     def call_soon(self, fn: Callable[..., Any], *args: Any) -> None:
         """Run ``fn(*args)`` on the I/O thread (thread-safe)."""
@@ -177,13 +188,29 @@ class RabbitConnection:
         thread hop is spent. Where the loop cannot lend its lock, this is
         :meth:`call_soon`.
         """
-        if not self._ioloop.locking:
+        if not self._lending:
             self.call_soon(fn, *args)
             return
-        with self._io_lock:
+        with self._ioloop.lent():
             if self._closed.is_set():
                 raise MessageDeliveryFailure(f"{self!r} is closed")
             fn(*args)
+
+    def try_run_locked(self, fn: Callable[..., Any], *args: Any) -> bool:
+        """:meth:`run_locked` if the loop's lock is free right now; False (nothing run) if it is busy.
+
+        Lets a caller that does not wait for the outcome hand its work to the
+        I/O thread instead of queueing for the lock behind it.
+        """
+        if not self._lending or not self._ioloop.try_lend():
+            return False
+        try:
+            if self._closed.is_set():
+                raise MessageDeliveryFailure(f"{self!r} is closed")
+            fn(*args)
+        finally:
+            self._ioloop.end_lent()
+        return True
 
     def read_while_waiting(self, done: Callable[[], bool], timeout: float | None,
                            first: Callable[[], None] | None = None,
@@ -191,17 +218,16 @@ class RabbitConnection:
         """Before waiting for what this connection will bring, read it on this thread.
 
         Returns when ``done()``, after ``timeout`` or at once (False, without
-        running ``first``) when another thread already reads; see
-        :meth:`LockingIOLoop.read_here`. The caller then waits its usual way
-        for what is left. ``recheck``: seconds between checks of ``done()``
-        for news that another thread brings.
+        running ``first``) when another thread already reads or the loop
+        cannot lend itself; see :meth:`LendingIOLoop.read_while`. The caller
+        then waits its usual way for what is left. ``recheck``: seconds
+        between checks of ``done()`` for news that another thread brings.
         """
         if timeout is None:
             timeout = 3600.0
-        if timeout <= 0:
+        if timeout <= 0 or not self._lending or self._closed.is_set() or not self._open:
             return False
-        return self._ioloop.read_here(lambda: self._conn, done, time.monotonic() + timeout, first,
-                                      recheck)
+        return self._ioloop.read_while(done, time.monotonic() + timeout, first, recheck)
 
     def call_later(self, delay: float, fn: Callable[[], Any]) -> None:
         """Run ``fn`` on the I/O thread after ``delay`` seconds (thread-safe)."""
@@ -275,7 +301,6 @@ class RabbitConnection:
     # -- I/O thread ----------------------------------------------------------------------
     def _run(self) -> None:
         self._io_ident = threading.get_ident()
-        self._io_lock.acquire()
         try:
             self._ioloop.start()
         except Exception:  # pragma: no cover - the loop itself failing is a bug
@@ -285,7 +310,6 @@ class RabbitConnection:
                 self._open = False
                 self._cond.notify_all()
             self._closed.set()
-            self._io_lock.release()
             try:
                 self._ioloop.close()
             except Exception:  # noqa: BLE001 - closing a dead loop
@@ -300,10 +324,11 @@ class RabbitConnection:
         self._endpoint = endpoint
         LOG.debug("%r: connecting to %s", self, endpoint.netloc)
         try:
-            self._conn = AmqpConnection(
+            self._conn = pika.SelectConnection(
                 self.settings.parameters(endpoint, self.purpose),
                 on_open_callback=self._io_on_open, on_open_error_callback=self._io_on_open_error,
-                on_close_callback=self._io_on_close, custom_ioloop=self._ioloop)
+                on_close_callback=self._io_on_close,
+                custom_ioloop=self._services if self._lending else self._ioloop)
         except Exception as exc:  # bad parameters surface here
             self._io_on_open_error(None, exc)
 

@@ -2,7 +2,11 @@
 
 Callers on any thread publish a :class:`PendingPublish` themselves, under the
 connection's I/O lock, and wait on it (or get a callback); a cast reads its
-own confirm when it can (:meth:`Publisher.publish_and_wait`). Publishing
+own confirm when it can (:meth:`Publisher.publish_and_wait`). When the lock is
+busy (or the connection cannot lend it), messages queue in an outbox instead,
+and one wake-up of the I/O thread (pika's ``add_callback_threadsafe``)
+publishes every message queued until it runs: senders do not queue up behind
+each other. Either way many messages are in flight on the channel at once. Publishing
 declares what the message needs (exchange, and for notifications the default
 queue) with ``nowait`` declarations, which the broker processes in channel
 order before the publish, so no round trip is spent on them. Confirms
@@ -39,7 +43,7 @@ class PendingPublish:
     """One message until the broker confirmed it, returned it, or it failed."""
 
     __slots__ = ("exchange", "routing_key", "body", "properties", "mandatory", "queue", "retry",
-                 "attempts", "channel_errors", "returned", "error", "cancelled", "_pending_return",
+                 "attempts", "channel_errors", "returned", "error", "cancelled", "pending_return",
                  "_done", "_unfinished", "_on_done")
 
     def __init__(self, exchange: ExchangeSpec, routing_key: str, body: bytes,
@@ -59,7 +63,7 @@ class PendingPublish:
         self.returned: str | None = None
         self.error: BaseException | None = None
         self.cancelled = False
-        self._pending_return: str | None = None
+        self.pending_return: str | None = None
         self._done = False
         # Held until finished: waiting is acquiring it (a bare lock, cheaper than an Event).
         self._unfinished = threading.Lock()
@@ -106,13 +110,6 @@ class PendingPublish:
                 LOG.exception("Callback of %r failed", self)
 
 
-def _route_confirms(channel: Channel, handler: Callable[[int, bool, bool], None] | None) -> None:
-    """Have the connection decode the channel's confirms for ``handler`` (None: pika's callback)."""
-    set_handler = getattr(getattr(channel, "connection", None), "set_confirm_handler", None)
-    if set_handler is not None:
-        set_handler(channel.channel_number, handler)
-
-
 class Publisher(ChannelUser):
     """The publishing channel of a connection."""
 
@@ -130,14 +127,37 @@ class Publisher(ChannelUser):
         self._declared: set[str] = set()
         self._declared_queues: set[str] = set()
         self._reopen_failures = 0
+        #: Messages from other threads waiting for the I/O thread, and whether it was woken for them.
+        self._outbox: collections.deque[PendingPublish] = collections.deque()
+        self._outbox_lock = threading.Lock()
+        self._outbox_scheduled = False
         conn.add_user(self)
 
     def publish(self, message: PendingPublish) -> PendingPublish:
-        """Publish ``message`` now, under the connection's I/O lock (thread-safe), and return it."""
+        """Publish ``message`` (thread-safe) and return it; it completes when the broker confirms.
+
+        From another thread it is published under the connection's lock when
+        that is free, else it joins the outbox, which the I/O thread publishes
+        (only the first message of a batch wakes it). Raises
+        ``MessageDeliveryFailure`` when the connection is closed.
+        """
         if self.conn.in_io_thread():
             self._io_send(message)
-        else:
-            self.conn.run_locked(self._io_send, message)
+            return message
+        # The lock free and nothing queued before (a thread's messages keep their order):
+        # publish here; else the I/O thread, busy anyway, takes it with the others.
+        if not self._outbox and self.conn.try_run_locked(self._io_send, message):
+            return message
+        with self._outbox_lock:
+            self._outbox.append(message)
+            if self._outbox_scheduled:
+                return message
+            self._outbox_scheduled = True
+        try:
+            self.conn.call_soon(self._io_flush_outbox)
+        except MessageDeliveryFailure as exc:
+            self._fail_outbox(exc)
+            raise
         return message
 
     def publish_and_wait(self, message: PendingPublish, timeout: float | None) -> bool:
@@ -153,14 +173,28 @@ class Publisher(ChannelUser):
             self.publish(message)
         return message.wait(None if deadline is None else max(0.0, deadline - time.monotonic()))
 
+    def _take_outbox(self) -> collections.deque[PendingPublish]:
+        with self._outbox_lock:
+            batch, self._outbox = self._outbox, collections.deque()
+            self._outbox_scheduled = False
+        return batch
+
+    def _fail_outbox(self, error: BaseException) -> None:
+        for message in self._take_outbox():
+            message.finish(error=error)
+
     # -- I/O thread ----------------------------------------------------------------
+    def _io_flush_outbox(self) -> None:
+        """Publish every message queued by other threads since the last wake-up."""
+        for message in self._take_outbox():
+            self._io_send(message)
+
     def io_channel_open(self, channel: Channel) -> None:
         self._channel = channel
         channel.add_on_return_callback(self._io_on_return)
         if self.confirms:
             channel.confirm_delivery(ack_nack_callback=self._io_on_confirm,
                                      callback=lambda _frame: self._io_ready(channel))
-            _route_confirms(channel, self._io_confirmed)
         else:
             self._io_ready(channel)
 
@@ -192,13 +226,8 @@ class Publisher(ChannelUser):
                 key = str(tag)
                 message.properties.message_id = key
                 self._by_key[key] = message
-            fast_publish = getattr(getattr(channel, "connection", None), "fast_publish", None)
-            if fast_publish is not None:
-                fast_publish(channel, message.exchange.name, message.routing_key, message.body,
-                             message.properties, message.mandatory)
-            else:
-                channel.basic_publish(message.exchange.name, message.routing_key, message.body,
-                                      message.properties, mandatory=message.mandatory)
+            channel.basic_publish(message.exchange.name, message.routing_key, message.body,
+                                  message.properties, mandatory=message.mandatory)
         except (pex.ChannelWrongStateError, pex.ChannelClosed, pex.ConnectionClosed,
                 pex.StreamLostError, pex.ConnectionWrongStateError):
             self._by_key.pop(str(tag), None)
@@ -245,7 +274,7 @@ class Publisher(ChannelUser):
                         method.exchange, method.routing_key, reason)
             return
         if self.confirms:
-            message._pending_return = reason  # noqa: SLF001 - completed by the ack that follows
+            message.pending_return = reason  # completed by the ack that follows
         else:
             message.returned = reason
 
@@ -271,7 +300,7 @@ class Publisher(ChannelUser):
                 continue
             self._by_key.pop(str(pending_tag), None)
             if acked:
-                message.finish(returned=message._pending_return)  # noqa: SLF001
+                message.finish(returned=message.pending_return)
             else:
                 message.attempts += 1
                 if message.retry is not None and message.attempts > message.retry:
@@ -284,7 +313,6 @@ class Publisher(ChannelUser):
     def io_channel_closed(self, channel: Channel, reason: BaseException) -> None:
         if channel is not self._channel:
             return
-        _route_confirms(channel, None)
         self._channel = None
         self._ready = False
         lost = list(self._unconfirmed.values())
@@ -295,7 +323,7 @@ class Publisher(ChannelUser):
         if channel_error:
             LOG.warning("Publishing channel closed by the broker: %s", describe(reason))
         for message in reversed(lost):
-            message._pending_return = None  # noqa: SLF001
+            message.pending_return = None
             if channel_error:
                 message.channel_errors += 1
                 if not retry_may_help or message.channel_errors > MAX_CHANNEL_ERRORS:
@@ -332,6 +360,7 @@ class Publisher(ChannelUser):
 
     def io_fail_all(self, error: BaseException) -> None:
         """Fail everything not yet confirmed (used when closing)."""
+        self._fail_outbox(error)
         for message in list(self._unconfirmed.values()) + list(self._backlog):
             message.finish(error=error)
         self._unconfirmed.clear()

@@ -1,0 +1,113 @@
+"""Logging of the command line: one line per event an operator needs, not one per retry.
+
+Client libraries log each connection attempt (pika an ERROR per failed
+attempt and per failed stack, librdkafka a line per broker per retry, Spark
+a screen of warnings). The commands report outcomes themselves, in one line,
+so by default:
+
+* pika, py4j, stevedore and librdkafka's own lines are shown only with ``--debug``
+  (the command reports the outcome: a driver that does not load, a broker that does not answer);
+* Spark's warnings are left out (``pipeline`` sets Spark's own level too);
+* the pipeline's progress lines (``notify_transport.pipeline``, INFO) are shown;
+* a line repeated by the same logger within :data:`REPEAT_WINDOW` seconds
+  is dropped (a driver retrying every second logs its cause once).
+"""
+from __future__ import annotations
+
+import logging
+import sys
+import time
+
+#: Seconds during which an identical line from the same logger is not repeated.
+REPEAT_WINDOW = 60.0
+#: Loggers whose lines only ``--debug`` shows.
+CHATTY = ("pika", "py4j", "stevedore", "notify_transport.cli.librdkafka")
+#: Loggers shown at INFO even without -v: progress of long work.
+PROGRESS = ("notify_transport.pipeline",)
+
+FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
+
+
+class DropRepeats(logging.Filter):
+    """Passes the first of identical records (same logger, same message) within ``window`` seconds."""
+
+    def __init__(self, window: float = REPEAT_WINDOW) -> None:
+        super().__init__()
+        self.window = window
+        self._last: dict[tuple[str, str], float] = {}
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        key = (record.name, record.getMessage())
+        now = time.monotonic()
+        last = self._last.get(key)
+        if last is not None and now - last < self.window:
+            return False
+        self._last[key] = now
+        if len(self._last) > 1000:  # bounded: forget the oldest half
+            for old in sorted(self._last, key=self._last.__getitem__)[:500]:
+                del self._last[old]
+        return True
+
+
+def configure(debug: bool = False, verbose: int = 0) -> None:
+    """Set up the root logger on stderr for one command run (replacing earlier CLI handlers)."""
+    level = logging.DEBUG if debug or verbose > 1 else logging.INFO if verbose else logging.WARNING
+    root = logging.getLogger()
+    for handler in list(root.handlers):
+        if getattr(handler, "notify_transport_cli", False):
+            root.removeHandler(handler)
+    handler = logging.StreamHandler(sys.stderr)
+    handler.notify_transport_cli = True  # type: ignore[attr-defined]
+    handler.setFormatter(logging.Formatter(FORMAT))
+    if not debug:
+        handler.addFilter(DropRepeats())
+    root.addHandler(handler)
+    root.setLevel(level)
+    for name in CHATTY:
+        logging.getLogger(name).setLevel(logging.DEBUG if debug else logging.CRITICAL + 1)
+    for name in PROGRESS:
+        logging.getLogger(name).setLevel(min(level, logging.INFO))
+
+
+class HeldRecords(logging.Handler):
+    """Holds the records of a logger while a command runs, so that a failure is reported in one line.
+
+    The driver logs the cause of each failed attempt (connection refused, ...)
+    and, at cleanup, what is left unconfirmed; the command reports the same
+    outcome itself. While held, the records do not reach the console; the
+    command takes :attr:`last` as the cause of its one error line, or calls
+    :meth:`show` to show them after all (success: nothing was repeated).
+    """
+
+    def __init__(self, name: str) -> None:
+        super().__init__(logging.WARNING)
+        self.logger = logging.getLogger(name)
+        self.records: list[logging.LogRecord] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if len(self.records) < 20:  # bounded: the first causes, not a history
+            self.records.append(record)
+
+    @property
+    def first(self) -> str | None:
+        """The first problem logged: the cause; what follows is mostly its consequences."""
+        return self.records[0].getMessage() if self.records else None
+
+    def __enter__(self) -> "HeldRecords":
+        self._propagate = self.logger.propagate
+        self.logger.addHandler(self)
+        self.logger.propagate = False
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.logger.removeHandler(self)
+        self.logger.propagate = self._propagate
+
+    def show(self) -> None:
+        """Show the held records as they would have been shown (once each)."""
+        shown = set()
+        for record in self.records:
+            if record.getMessage() not in shown:
+                shown.add(record.getMessage())
+                self.logger.handle(record)
+        self.records.clear()

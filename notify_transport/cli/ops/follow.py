@@ -1,0 +1,194 @@
+"""Reading notification topics beside the pools, for ``tail``: start positions, new topics, outages.
+
+The reader is assigned partitions (no subscription), so it joins no consumer
+group: it takes nothing from any pool and leaves no group behind. A pattern
+subscription would follow new topics by itself, but only inside a group; here
+the topics to follow are known by name (TOPIC.PRIORITY[.VHOST]), so the
+reader asks the cluster's metadata every ``refresh`` seconds and assigns the
+partitions of topics created after it started (and partitions added to a
+topic) from their beginning: everything in them is newer than the start.
+
+Connection problems are one log line when the brokers stop answering and one
+when they answer again (:class:`ConnectionState`), not a line per attempt.
+"""
+from __future__ import annotations
+
+import dataclasses
+import logging
+import sys
+import time
+from typing import Any, Iterator, Sequence
+
+from confluent_kafka import OFFSET_BEGINNING, KafkaError, KafkaException, TopicPartition
+
+from notify_transport.cli.ops.cluster import UNREACHABLE, ClusterError, KafkaCluster, Partition
+from notify_transport.cli.ops.start import TIME, Start
+from notify_transport.cli.ops.timespec import to_millis
+from notify_transport.drivers.envelope import decode_notification
+from notify_transport.exceptions import DecodeError
+
+LOG = logging.getLogger(__name__)
+
+#: Most records taken from the consumer in one call.
+BATCH = 500
+#: Longest single wait, so that --timeout and Ctrl-C are noticed quickly.
+SLICE = 0.2
+
+
+@dataclasses.dataclass
+class Received:
+    """One record, decoded (``message`` None: undecodable, already reported)."""
+
+    ctxt: dict
+    message: dict | None
+    topic: str
+    partition: int
+    offset: int
+    timestamp: float | None  # broker/producer time, seconds since the epoch
+
+    @property
+    def coordinates(self) -> str:
+        return f"{self.topic}[{self.partition}]@{self.offset}"
+
+
+class ConnectionState:
+    """Logs a change of the brokers' reachability once: lost, then back."""
+
+    def __init__(self, where: str) -> None:
+        self.where = where
+        self.down = False
+
+    def on_error(self, err: KafkaError) -> None:
+        """The client's ``error_cb``: librdkafka reports every failed attempt; log the change only.
+
+        "All brokers down" is librdkafka's own state change (reported once per
+        outage); a failed connection attempt (or a closed idle connection) is
+        one attempt, kept for --debug.
+        """
+        if err.code() == KafkaError._ALL_BROKERS_DOWN:
+            if not self.down:
+                self.down = True
+                LOG.warning("lost the connection to the Kafka brokers at %s (%s); retrying until they "
+                            "answer", self.where, err.str())
+            return
+        if err.code() in UNREACHABLE:
+            LOG.debug("Kafka broker at %s: %s", self.where, err.str())
+            return
+        LOG.warning("Kafka client: %s", err.str())
+
+    def answered(self) -> None:
+        """The brokers answered (records or metadata)."""
+        if self.down:
+            self.down = False
+            LOG.warning("the Kafka brokers at %s answer again", self.where)
+
+
+class Follower:
+    """Follows ``topics`` from ``start``; ``exit_at_end`` stops once the end offsets seen at start are read."""
+
+    def __init__(self, cluster: KafkaCluster, topics: Sequence[str], start: Start, refresh: float,
+                 exit_at_end: bool = False) -> None:
+        self.cluster = cluster
+        self.topics = list(topics)
+        self.start = start
+        self.refresh = refresh
+        self.exit_at_end = exit_at_end
+        self.state = ConnectionState(cluster.bootstrap)
+        self.consumer = cluster.reader("tail", error_cb=self.state.on_error,
+                                       **{"enable.partition.eof": exit_at_end})
+        self.assigned: set[Partition] = set()
+        #: exit_at_end: the offset each partition must reach (its end when tail started)
+        self.ends: dict[Partition, int] = {}
+        self.positions: dict[Partition, int] = {}
+        self.at_eof: set[Partition] = set()
+
+    def open(self) -> tuple[list[Partition], list[str]]:
+        """Assign the partitions that exist now at their start offsets; the names of the missing topics."""
+        partitions, missing = self.cluster.partitions_of(self.topics)
+        if not partitions:
+            return partitions, missing
+        marks = self.cluster.watermarks(partitions)
+        at_time: dict[Partition, int] = {}
+        if self.start.kind == TIME:
+            at_time = self.cluster.offsets_for_time(partitions, to_millis(self.start.value))
+        positions = []
+        for tp in partitions:
+            low, high = marks[tp]
+            offset = self.start.resolve(low, high, at_time.get(tp, -1))
+            positions.append(TopicPartition(tp[0], tp[1], offset))
+            self.ends[tp] = high
+            self.positions[tp] = offset
+        self.consumer.assign(positions)
+        self.assigned.update(partitions)
+        return partitions, missing
+
+    def done(self) -> bool:
+        """exit_at_end: every partition read up to its end at start (or reported at its end)."""
+        return self.exit_at_end and all(tp in self.at_eof or self.positions.get(tp, 0) >= end
+                                        for tp, end in self.ends.items())
+
+    def records(self) -> Iterator[Received | None]:
+        """Decoded records as they come; None when a slice passed without any."""
+        next_refresh = time.monotonic() + self.refresh
+        try:
+            while not self.done():
+                if not self.exit_at_end and time.monotonic() >= next_refresh:
+                    self.follow_new_topics()
+                    next_refresh = time.monotonic() + self.refresh
+                try:
+                    records = self.consumer.consume(BATCH, SLICE)
+                except KafkaException as exc:
+                    raise ClusterError(f"reading failed: {exc.args[0].str() if exc.args else exc}") from None
+                if not records:
+                    yield None
+                    continue
+                for record in records:
+                    item = self._decode(record)
+                    if item is not None:
+                        yield item
+        finally:
+            self.consumer.close()
+
+    def follow_new_topics(self) -> list[Partition]:
+        """Assign, from their beginning, the partitions of followed topics that appeared since."""
+        try:
+            metadata = self.consumer.list_topics(timeout=min(self.refresh, 5.0))
+        except KafkaException:
+            return []  # the error callback has told the state; try again at the next refresh
+        self.state.answered()
+        new: list[Partition] = []
+        for name in self.topics:
+            topic = metadata.topics.get(name)
+            if topic is None or topic.error is not None:
+                continue
+            new.extend((name, p) for p in sorted(topic.partitions) if (name, p) not in self.assigned)
+        if new:
+            self.consumer.incremental_assign([TopicPartition(t, p, OFFSET_BEGINNING) for t, p in new])
+            self.assigned.update(new)
+            print(f"following {len(new)} new partition(s) of {', '.join(sorted({t for t, _ in new}))} "
+                  "from their beginning", file=sys.stderr)
+        return new
+
+    def _decode(self, record: Any) -> Received | None:
+        err = record.error()
+        if err is not None:
+            if err.code() == KafkaError._PARTITION_EOF:
+                self.at_eof.add((record.topic(), record.partition()))
+                return None
+            if err.fatal():
+                raise ClusterError(f"reading failed: {err.str()}")
+            self.state.on_error(err)
+            return None
+        self.state.answered()
+        tp = (record.topic(), record.partition())
+        self.positions[tp] = record.offset() + 1
+        self.at_eof.discard(tp)
+        kind, millis = record.timestamp()
+        coords = (record.topic(), record.partition(), record.offset(), millis / 1000.0 if kind else None)
+        try:
+            ctxt, message = decode_notification(record.value())
+        except DecodeError as exc:
+            print(f"notify-transport: warning: skipping undecodable record "
+                  f"{coords[0]}[{coords[1]}]@{coords[2]}: {exc}", file=sys.stderr)
+            return Received({}, None, *coords)
+        return Received(ctxt, message, *coords)

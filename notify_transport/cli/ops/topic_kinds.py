@@ -1,0 +1,108 @@
+"""What a Kafka topic is to notify-transport: a notification topic, a retry or a dead-letter topic.
+
+A listener's retry and dead-letter topics are named from templates
+(``retry_topic``, ``dead_letter_topic`` of ``[oslo_messaging_kafka]``,
+``{topic}.retry.{pool}`` and ``{topic}.dlq`` by default) filled with the
+notification topic the records came from. Read back with the plain
+``topic.priority[.vhost]`` split alone, ``notifications.info.retry.billing``
+would be the vhost ``retry.billing``; here the template is matched first, so
+the topic is labelled ``retry`` of ``notifications.info`` for pool
+``billing``, and the commands can group it under its base topic.
+
+Names are built by the drivers' naming (:mod:`notify_transport.drivers.naming`,
+:mod:`notify_transport.drivers.kafka.settings`); this module only reads them.
+"""
+from __future__ import annotations
+
+import dataclasses
+import re
+import string
+from typing import Any, Sequence
+
+from notify_transport.drivers.kafka.settings import DEFAULT_DEAD_LETTER_TOPIC, DEFAULT_RETRY_TOPIC, DISABLED
+from notify_transport.pipeline.topics import parse_topic
+
+NOTIFICATION, RETRY, DEAD_LETTER, OTHER = "notification", "retry", "dead-letter", "other"
+
+
+@dataclasses.dataclass(frozen=True)
+class TopicKind:
+    """One Kafka topic, labelled."""
+
+    kafka_topic: str
+    kind: str
+    #: the notifier's topic (``notifications``), the Kafka topic itself for ``other``
+    base: str
+    priority: str | None = None
+    vhost: str | None = None
+    #: retry / dead-letter: the pool in the name, when the template has ``{pool}``
+    pool: str | None = None
+    #: retry / dead-letter: the notification topic the records were copied from
+    source: str | None = None
+
+
+def template_pattern(template: str) -> re.Pattern[str]:
+    """``{topic}.retry.{pool}`` -> a regex with ``topic`` and ``pool`` groups matching names it makes."""
+    parts = []
+    seen: set[str] = set()
+    for literal, field, _spec, _conv in string.Formatter().parse(template):
+        parts.append(re.escape(literal))
+        if field is None:
+            continue
+        if field in seen:
+            parts.append(f"(?P={field})")
+        else:
+            seen.add(field)
+            parts.append(f"(?P<{field}>.+)" if field == "topic" else f"(?P<{field}>[a-zA-Z0-9._-]+?)")
+    return re.compile("".join(parts))
+
+
+def templates(opts: Any) -> dict[str, str]:
+    """``{kind: template}`` of the Kafka driver's resolved options; unset: the driver's defaults,
+    disabled ("none"): left out."""
+    out = {}
+    for kind, name, default in ((RETRY, "retry_topic", DEFAULT_RETRY_TOPIC),
+                                (DEAD_LETTER, "dead_letter_topic", DEFAULT_DEAD_LETTER_TOPIC)):
+        value = getattr(opts, name, None)
+        template = default if value is None else str(value)
+        if template.strip().lower() not in DISABLED:
+            out[kind] = template
+    return out
+
+
+class TopicNamer:
+    """Labels Kafka topics with the retry / dead-letter templates of one configuration."""
+
+    def __init__(self, retry_template: str | None = DEFAULT_RETRY_TOPIC,
+                 dead_letter_template: str | None = DEFAULT_DEAD_LETTER_TOPIC,
+                 base_topics: Sequence[str] = ()) -> None:
+        self.base_topics = tuple(base_topics)
+        self._patterns = [(kind, template_pattern(t)) for kind, t in
+                          ((DEAD_LETTER, dead_letter_template), (RETRY, retry_template)) if t]
+
+    @classmethod
+    def from_options(cls, opts: Any, base_topics: Sequence[str] = ()) -> "TopicNamer":
+        """From the Kafka driver's resolved options (unset templates: the driver's defaults)."""
+        found = templates(opts)
+        return cls(found.get(RETRY), found.get(DEAD_LETTER), base_topics)
+
+    def classify(self, name: str) -> TopicKind:
+        for kind, pattern in self._patterns:
+            match = pattern.fullmatch(name)
+            if match is None:
+                continue
+            source = match.group("topic") if "topic" in pattern.groupindex else None
+            if source is None:
+                continue
+            parts = parse_topic(source, self.base_topics)
+            if parts.priority is None or not self._wanted(parts.base):
+                continue
+            pool = match.group("pool") if "pool" in pattern.groupindex else None
+            return TopicKind(name, kind, parts.base, parts.priority, parts.vhost, pool, source)
+        parts = parse_topic(name, self.base_topics)
+        if parts.priority is None or not self._wanted(parts.base):
+            return TopicKind(name, OTHER, name)
+        return TopicKind(name, NOTIFICATION, parts.base, parts.priority, parts.vhost)
+
+    def _wanted(self, base: str) -> bool:
+        return not self.base_topics or base in self.base_topics

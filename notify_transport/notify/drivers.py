@@ -1,0 +1,207 @@
+"""Notifier drivers: what a :class:`~notify_transport.notify.Notifier` does with a notification.
+
+Loaded by name through stevedore from the ``notify_transport.notify.drivers``
+entry point group, as oslo.messaging loads ``oslo.messaging.notify.drivers``:
+``messagingv2``, ``messaging``, ``log``, ``test``, ``noop`` and ``routing`` ship
+here, and a third party registers its own class under the same group. A
+driver is built once per notifier as ``Driver(conf, topics, transport)`` and
+its bound ``notify`` is all the notifier calls per notification.
+"""
+from __future__ import annotations
+
+import abc
+import fnmatch
+import logging
+import warnings
+from typing import Any
+
+from oslo_config import cfg
+from stevedore import extension, named
+
+from notify_transport.exceptions import ConfigurationError
+from notify_transport.target import Target
+from notify_transport.url import MASK, is_secret_key
+
+LOG = logging.getLogger(__name__)
+
+#: The entry point group notifier drivers are registered under.
+NAMESPACE = "notify_transport.notify.drivers"
+
+routing_config_opt = cfg.StrOpt("routing_config", default="",
+                                help="RoutingNotifier configuration file location.")
+
+
+class Driver(abc.ABC):
+    """Base class of notifier drivers (oslo.messaging's ``notify.notifier.Driver``)."""
+
+    def __init__(self, conf: Any, topics: list[str], transport: Any) -> None:
+        self.conf = conf
+        self.topics = topics
+        self.transport = transport
+
+    @abc.abstractmethod
+    def notify(self, ctxt: dict, msg: dict, priority: str, retry: int | None) -> None:
+        """Send one notification at ``priority`` (``retry``: None/-1 forever, 0 none, N at most N)."""
+
+
+class MessagingDriver(Driver):
+    """Sends through the transport without oslo's envelope (message version 1.0)."""
+
+    version = 1.0
+
+    def __init__(self, conf: Any, topics: list[str], transport: Any) -> None:
+        super().__init__(conf, topics, transport)
+        self._targets: dict[str, list[Target]] = {}
+        self._send = transport._send_notification
+
+    def _targets_for(self, priority: str) -> list[Target]:
+        prio = priority.lower()
+        targets = self._targets[priority] = [Target(topic=f"{t}.{prio}") for t in self.topics]
+        return targets
+
+    def notify(self, ctxt: dict, msg: dict, priority: str, retry: int | None) -> None:
+        targets = self._targets.get(priority) or self._targets_for(priority)
+        send, version = self._send, self.version
+        for target in targets:
+            try:
+                send(target, ctxt, msg, version, retry=retry)
+            except Exception as exc:  # never break the caller, as oslo does
+                LOG.error("Could not send notification %s (%s) to %s: %s",
+                          msg["message_id"], msg["event_type"], target.topic, exc,
+                          exc_info=LOG.isEnabledFor(logging.DEBUG))
+
+
+class MessagingV2Driver(MessagingDriver):
+    """Sends through the transport in oslo's 2.0 envelope (what consumers expect)."""
+
+    version = 2.0
+
+
+def masked(value: Any) -> Any:
+    """A copy of ``value`` with the values of secret-looking keys as ``***``, at any depth."""
+    if isinstance(value, dict):
+        return {k: MASK if isinstance(k, str) and is_secret_key(k) else masked(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [masked(v) for v in value]
+    return value
+
+
+class LogDriver(Driver):
+    """Logs each notification as JSON (secrets masked) to ``oslo.messaging.notification.<event_type>``.
+
+    The logger name is oslo's, so logging configurations written for it keep working.
+    """
+
+    LOGGER_BASE = "oslo.messaging.notification"
+
+    def notify(self, ctxt: dict, msg: dict, priority: str, retry: int | None) -> None:
+        from notify_transport.drivers.envelope import dumps
+        logger = logging.getLogger(f"{self.LOGGER_BASE}.{msg['event_type']}")
+        method = getattr(logger, priority.lower(), None)
+        if method is None:
+            warnings.warn(f"Unable to log message as notify cannot find a logger with the priority "
+                          f"specified {priority.lower()}")
+            return
+        method(dumps(masked(msg)))
+
+
+class TestDriver(Driver):
+    """Keeps every notification in ``self.sent`` as ``(ctxt, message, priority)`` for tests."""
+
+    __test__ = False  # not a pytest test class
+
+    def __init__(self, conf: Any, topics: list[str], transport: Any) -> None:
+        super().__init__(conf, topics, transport)
+        self.sent: list[tuple[dict, dict, str]] = []
+
+    def notify(self, ctxt: dict, msg: dict, priority: str, retry: int | None) -> None:
+        self.sent.append((ctxt, msg, priority))
+
+
+class NoOpDriver(Driver):
+    """Drops notifications (an explicit "off")."""
+
+    def notify(self, ctxt: dict, msg: dict, priority: str, retry: int | None) -> None:
+        return None
+
+
+class RoutingDriver(Driver):
+    """Sends each notification to the drivers its event type and priority are routed to.
+
+    ``[oslo_messaging_notifications] routing_config`` names a YAML file of
+    groups, as oslo.messaging's routing driver reads it::
+
+        group_1:
+          messagingv2:
+            accepted_events: [compute.instance.create.*]
+            accepted_priorities: [info, error]
+          log:
+            accepted_priorities: [error]
+
+    A driver gets a notification when, in some group, each rule given for it
+    matches (``fnmatch`` patterns; priorities compared in lower case); a
+    driver listed without rules gets everything. The file is read when the
+    notifier is built (oslo reads it at the first send), so a broken file is an
+    error there rather than in the caller of ``info()``; an empty option
+    routes nothing.
+    """
+
+    def __init__(self, conf: Any, topics: list[str], transport: Any) -> None:
+        super().__init__(conf, topics, transport)
+        self._routes: dict[str, dict[str, dict[str, list[str]]]] = {}
+        self._drivers: dict[str, Driver] = {}
+        self._load()
+
+    def _load(self) -> None:
+        self.conf.register_opt(routing_config_opt, group="oslo_messaging_notifications")
+        filename = self.conf.oslo_messaging_notifications.routing_config
+        routes: dict = {}
+        if filename:
+            import yaml
+            with open(filename, encoding="utf-8") as f:
+                routes = yaml.safe_load(f) or {}
+            if not isinstance(routes, dict) or not all(isinstance(g, dict) for g in routes.values()):
+                raise ConfigurationError(f"Routing config {filename}: expected a mapping of groups, "
+                                         "each a mapping of driver name to rules")
+        names = sorted({name for group in routes.values() for name in group} - {"routing"})
+        self._drivers = load_drivers(names, self.conf, self.topics, self.transport) if names else {}
+        self._routes = routes
+
+    def accepted_drivers(self, event_type: str, priority: str) -> set[str]:
+        """Names of the drivers this event type and priority are routed to."""
+        accepted = set()
+        for group in self._routes.values():
+            for driver, rules in group.items():
+                checks = []
+                for key, patterns in (rules or {}).items():
+                    if key == "accepted_events":
+                        checks.append(any(fnmatch.fnmatch(event_type, p) for p in patterns))
+                    elif key == "accepted_priorities":
+                        checks.append(any(fnmatch.fnmatch(priority, p.lower()) for p in patterns))
+                if all(checks):
+                    accepted.add(driver)
+        return accepted
+
+    def notify(self, ctxt: dict, msg: dict, priority: str, retry: int | None) -> None:
+        for name in sorted(self.accepted_drivers(msg["event_type"], priority.lower())):
+            driver = self._drivers.get(name)
+            if driver is not None:
+                LOG.debug("Routing %r notification to %r driver", msg["event_type"], name)
+                driver.notify(ctxt, msg, priority, retry)
+
+
+def load_drivers(names: list[str], conf: Any, topics: list[str], transport: Any) -> dict[str, Driver]:
+    """Instantiate the named notifier drivers, in the order given; an unknown name is an error."""
+    def failed(_manager: Any, entrypoint: Any, exc: BaseException) -> None:
+        raise ConfigurationError(f"Notification driver {entrypoint.name!r} failed to load: {exc}") from exc
+
+    manager = named.NamedExtensionManager(
+        NAMESPACE, names=names, invoke_on_load=True, invoke_args=(conf, topics, transport),
+        name_order=True, on_load_failure_callback=failed)
+    loaded = {ext.name: ext.obj for ext in manager}
+    missing = [n for n in names if n not in loaded]
+    if missing:
+        known = sorted(ext.name for ext in extension.ExtensionManager(NAMESPACE))
+        raise ConfigurationError(f"Unknown notification driver(s) {', '.join(map(repr, missing))}; "
+                                 f"installed: {', '.join(known)}")
+    return loaded

@@ -1,0 +1,1 @@
+"""Test listeners for notify-transport serve."""

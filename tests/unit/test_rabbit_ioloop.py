@@ -1,0 +1,449 @@
+"""The RabbitMQ driver's I/O loop and transport for pika, without a broker: the loop's own
+duties (callbacks, timers, handlers, stop), lending it to other threads (work under its
+lock, writes sent at the end of a lent block, a waiting thread reading the socket
+itself), and the transport that joins writes (ordering, partial sends, EOF, errors)."""
+from __future__ import annotations
+
+import contextlib
+import random
+import socket
+import threading
+import time
+
+import pytest
+from pika.adapters.utils.nbio_interface import AbstractStreamProtocol
+
+from notify_transport.drivers.rabbit import ioloop
+from notify_transport.drivers.rabbit.ioloop import JoinedWritesTransport, LendingIOLoop, LendingIOServices
+
+pytestmark = pytest.mark.skipif(not ioloop.AVAILABLE, reason="needs epoll")
+
+
+def wait_for(condition, timeout=10.0):
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError("condition not met in time")
+        time.sleep(0.005)
+
+
+@pytest.fixture
+def running_loop():
+    loop = LendingIOLoop()
+    thread = threading.Thread(target=loop.start, daemon=True)
+    thread.start()
+    wait_for(lambda: loop.holds_lock() is False and thread.is_alive())
+    loop.add_callback(lambda: None)  # make sure the loop ran once
+    yield loop, thread
+    loop.add_callback(loop.stop)
+    thread.join(5)
+    assert not thread.is_alive()
+    loop.close()
+
+
+def test_callbacks_run_on_the_loop_thread_in_order(running_loop):
+    loop, thread = running_loop
+    seen = []
+    for i in range(5):
+        loop.add_callback(lambda i=i: seen.append((i, threading.current_thread() is thread)))
+    wait_for(lambda: len(seen) == 5)
+    assert seen == [(i, True) for i in range(5)]
+
+
+def test_timers_fire_in_deadline_order_and_can_be_removed(running_loop):
+    loop, _thread = running_loop
+    seen = []
+    with loop.lent():  # timers are set under the lock, as pika sets them
+        loop.call_later(0.05, lambda: seen.append("late"))
+        loop.call_later(0.01, lambda: seen.append("early"))
+        removed = loop.call_later(0.02, lambda: seen.append("removed"))
+        loop.remove_timeout(removed)
+    wait_for(lambda: len(seen) == 2)
+    time.sleep(0.05)
+    assert seen == ["early", "late"]
+
+
+def test_a_timer_set_by_a_borrower_cuts_the_loops_wait_short(running_loop):
+    loop, _thread = running_loop
+    fired = threading.Event()
+    time.sleep(0.05)  # the loop now waits with no timer at all
+    with loop.lent():
+        loop.call_later(0.0, fired.set)
+    assert fired.wait(5)
+
+
+def test_handlers_are_called_for_readable_sockets_and_removed_cleanly(running_loop):
+    loop, thread = running_loop
+    a, b = socket.socketpair()
+    a.setblocking(False)
+    got = []
+
+    def on_event(fd, events):
+        got.append((events, threading.current_thread() is thread, a.recv(100)))
+
+    try:
+        with loop.lent():
+            loop.add_handler(a.fileno(), on_event, loop.READ)
+        b.send(b"ping")
+        wait_for(lambda: got)
+        assert got == [(loop.READ, True, b"ping")]
+        with loop.lent():
+            loop.remove_handler(a.fileno())
+        b.send(b"more")
+        time.sleep(0.05)
+        assert len(got) == 1
+    finally:
+        a.close()
+        b.close()
+
+
+def test_a_lent_block_keeps_the_loop_out(running_loop):
+    loop, _thread = running_loop
+    inside = []
+    with loop.lent():
+        assert loop.holds_lock()
+        loop.add_callback(lambda: inside.append("loop"))
+        time.sleep(0.05)  # the loop is woken but must wait for the lock
+        inside.append("borrower")
+    wait_for(lambda: len(inside) == 2)
+    assert inside == ["borrower", "loop"]
+    assert not loop.holds_lock()
+
+
+def test_try_lend_takes_only_a_free_lock(running_loop):
+    loop, _thread = running_loop
+    inside, release = threading.Event(), threading.Event()
+
+    def hold():
+        with loop.lent():
+            inside.set()
+            release.wait(5)
+
+    holder = threading.Thread(target=hold)
+    holder.start()
+    assert inside.wait(5)
+    assert loop.try_lend() is False  # busy: the caller hands its work over instead
+    release.set()
+    holder.join(5)
+    deadline = time.monotonic() + 5
+    while not loop.try_lend():  # free again (the loop's thread may hold it for a moment)
+        assert time.monotonic() < deadline
+        time.sleep(0.001)
+    assert loop.holds_lock()
+    loop.end_lent()
+    assert not loop.holds_lock()
+
+
+@pytest.fixture
+def pair():
+    """A connected socket pair; the first end is non-blocking, as pika's sockets are."""
+    a, b = socket.socketpair()
+    a.setblocking(False)
+    yield a, b
+    a.close()
+    b.close()
+
+
+@contextlib.contextmanager
+def watched(loop, sock, handler, events=None):
+    """``sock`` registered with ``loop`` for the block (as pika registers its socket)."""
+    with loop.lent():
+        loop.add_handler(sock.fileno(), handler, loop.READ if events is None else events)
+    try:
+        yield
+    finally:
+        with loop.lent():
+            loop.remove_handler(sock.fileno())
+
+
+def test_writes_asked_for_in_a_lent_block_happen_when_it_ends_on_the_borrowers_thread(running_loop, pair):
+    loop, thread = running_loop
+    a, b = pair
+    calls = []
+
+    def on_event(fd, events):
+        calls.append((events, threading.current_thread() is thread))
+        if events & loop.WRITE:
+            a.send(b"out")
+            loop.update_handler(fd, loop.READ)
+
+    with watched(loop, a, on_event):
+        with loop.lent():
+            loop.update_handler(a.fileno(), loop.READ | loop.WRITE)
+            assert calls == []  # not yet: at the end of the block
+        assert calls == [(loop.WRITE, False)]
+        assert b.recv(10) == b"out"
+        time.sleep(0.05)
+        assert calls == [(loop.WRITE, False)]  # the loop's thread was not called for it
+
+
+def test_a_waiting_thread_reads_the_socket_itself_then_hands_reading_back(running_loop, pair):
+    loop, thread = running_loop
+    a, b = pair
+    received = []
+
+    def on_event(fd, events):
+        try:
+            data = a.recv(100)
+        except BlockingIOError:
+            return
+        received.append((data, threading.current_thread() is thread))
+
+    with watched(loop, a, on_event):
+        sent_first = []
+        assert loop.read_while(lambda: bool(received), time.monotonic() + 10,
+                               first=lambda: sent_first.append(b.send(b"answer")))
+        assert sent_first == [6]
+        assert received == [(b"answer", False)]  # read here, not on the loop's thread
+        b.send(b"later")
+        wait_for(lambda: len(received) == 2)
+        assert received[1] == (b"later", True)  # the loop reads again
+
+
+def test_only_one_thread_reads_at_a_time_and_done_ends_the_wait(running_loop, pair):
+    loop, _thread = running_loop
+    a, _b = pair
+    release = threading.Event()
+    results = []
+    with watched(loop, a, lambda fd, ev: None):
+        reader = threading.Thread(
+            target=lambda: results.append(loop.read_while(release.is_set, time.monotonic() + 10,
+                                                          recheck=0.01)))
+        reader.start()
+        time.sleep(0.05)
+        ran = []
+        assert loop.read_while(lambda: False, time.monotonic() + 10,
+                               first=lambda: ran.append(1)) is False
+        assert ran == []  # refused without running ``first``
+        release.set()
+        reader.join(5)
+        assert results == [True]
+
+
+def test_read_while_gives_up_at_the_deadline(running_loop, pair):
+    loop, _thread = running_loop
+    a, _b = pair
+    with watched(loop, a, lambda fd, ev: None):
+        started = time.monotonic()
+        assert loop.read_while(lambda: False, started + 0.1) is True
+        assert 0.1 <= time.monotonic() - started < 5
+
+
+def test_read_while_ends_when_the_socket_goes_away(running_loop, pair):
+    loop, _thread = running_loop
+    a, _b = pair
+    with loop.lent():
+        loop.add_handler(a.fileno(), lambda fd, ev: None, loop.READ)
+    results = []
+    reader = threading.Thread(
+        target=lambda: results.append(loop.read_while(lambda: False, time.monotonic() + 60)))
+    reader.start()
+    time.sleep(0.05)
+    loop.add_callback(lambda: loop.remove_handler(a.fileno()))  # as pika does when the connection closes
+    reader.join(10)
+    assert results == [True]
+    # and with no socket registered there is nothing to read: refused at once
+    assert loop.read_while(lambda: False, time.monotonic() + 60) is False
+
+
+def test_a_failing_callback_or_timer_is_logged_and_the_loop_goes_on(running_loop, caplog):
+    loop, _thread = running_loop
+    after = threading.Event()
+
+    def boom():
+        raise RuntimeError("bug in a callback")
+
+    loop.add_callback(boom)
+    with loop.lent():
+        loop.call_later(0, boom)
+    loop.add_callback(lambda: loop.add_callback(after.set))
+    assert after.wait(5)
+    wait_for(lambda: sum("bug in a callback" in r.exc_text for r in caplog.records if r.exc_text) == 2)
+
+
+def test_a_closed_loop_drops_callbacks_and_never_writes_to_its_old_descriptors():
+    loop = LendingIOLoop()
+    loop.close()
+    loop.add_callback(lambda: None)  # e.g. pika's transport reporting a loss late
+    loop.stop()
+    loop.close()  # twice is harmless
+
+
+def test_stop_from_another_thread_ends_the_loop():
+    loop = LendingIOLoop()
+    thread = threading.Thread(target=loop.start, daemon=True)
+    thread.start()
+    time.sleep(0.02)
+    loop.add_callback(loop.stop)
+    thread.join(5)
+    assert not thread.is_alive()
+    loop.close()
+
+
+# -- the transport ------------------------------------------------------------------------
+
+class Protocol(AbstractStreamProtocol):
+    def __init__(self):
+        self.data = bytearray()
+        self.lost = []
+        self.eof_keep_open = False
+
+    def connection_made(self, transport):
+        self.transport = transport
+
+    def connection_lost(self, error):
+        self.lost.append(error)
+
+    def eof_received(self):
+        return self.eof_keep_open
+
+    def data_received(self, data):
+        self.data += data
+
+
+class CountingSocket(socket.socket):
+    """A socket that counts its sends and may accept only part of each."""
+
+    sends: list
+    limits: list
+
+    def send(self, data, *args):
+        self.sends.append(len(data))
+        limit = self.limits.pop(0) if self.limits else len(data)
+        if limit == 0:
+            raise BlockingIOError
+        return super().send(bytes(data[:limit]), *args)
+
+
+def transport_pair(limits=()):
+    services = LendingIOServices()
+    left, right = socket.socketpair()
+    sock = CountingSocket(left.family, left.type, fileno=left.detach())
+    sock.sends, sock.limits = [], list(limits)
+    sock.setblocking(False)
+    protocol = Protocol()
+    transport = JoinedWritesTransport(sock, protocol, services)
+    protocol.connection_made(transport)
+    return services, transport, protocol, sock, right
+
+
+def drive(services, seconds=0.0):
+    """Run the loop on this thread until its callbacks are done (plus ``seconds``)."""
+    loop = services.loop
+    services.add_callback_threadsafe(lambda: loop.call_later(seconds, loop.stop))
+    loop.start()
+
+
+def test_the_frames_written_before_a_send_leave_in_one_send():
+    services, transport, _protocol, sock, peer = transport_pair()
+    for frame in (b"method", b"header", b"body"):
+        transport.write(frame)
+    assert transport.get_write_buffer_size() == 16
+    drive(services, 0.01)
+    assert sock.sends == [16]
+    assert peer.recv(100) == b"methodheaderbody"
+    assert transport.get_write_buffer_size() == 0
+    transport.abort()
+    services.close()
+    peer.close()
+
+
+@pytest.mark.parametrize("seed", range(30))
+def test_partial_and_refused_sends_keep_every_byte_in_order(seed):
+    rng = random.Random(seed)
+    chunks = [rng.randbytes(rng.randint(1, 200)) for _ in range(rng.randint(1, 12))]
+    limits = [rng.randint(0, 300) for _ in range(rng.randint(0, 20))]
+    services, transport, _protocol, _sock, peer = transport_pair(limits)
+    try:
+        for chunk in chunks:
+            transport.write(chunk)
+        expected = b"".join(chunks)
+        received = bytearray()
+        deadline = time.monotonic() + 10
+        while len(received) < len(expected) and time.monotonic() < deadline:
+            drive(services, 0.001)
+            peer.setblocking(False)
+            try:
+                received += peer.recv(100000)
+            except BlockingIOError:
+                pass
+        assert bytes(received) == expected
+        assert transport.get_write_buffer_size() == 0
+    finally:
+        transport.abort()
+        drive(services)
+        services.close()
+        peer.close()
+
+
+def test_data_reaches_the_protocol_and_eof_closes_the_connection():
+    services, _transport, protocol, sock, peer = transport_pair()
+
+    def send_all():
+        peer.sendall(b"x" * 300_000)
+        peer.shutdown(socket.SHUT_WR)
+
+    sender = threading.Thread(target=send_all, daemon=True)
+    sender.start()
+    deadline = time.monotonic() + 10
+    while not protocol.lost and time.monotonic() < deadline:
+        drive(services, 0.001)
+    sender.join(5)
+    assert bytes(protocol.data) == b"x" * 300_000
+    assert protocol.lost == [None]  # closed on this side after the broker's EOF
+    assert sock.fileno() == -1
+    services.close()
+    peer.close()
+
+
+def test_a_failing_protocol_aborts_with_its_error_reported_once():
+    services, transport, protocol, _sock, peer = transport_pair()
+    boom = ValueError("bad frame")
+
+    def data_received(data):
+        raise boom
+
+    protocol.data_received = data_received
+    peer.send(b"junk")
+    drive(services, 0.02)
+    assert protocol.lost == [boom]
+    transport.abort()  # after the failure: nothing more happens
+    transport.write(b"ignored")
+    drive(services, 0.01)
+    assert protocol.lost == [boom]
+    services.close()
+    peer.close()
+
+
+def test_abort_tells_the_protocol_from_the_loop_and_writes_are_dropped():
+    services, transport, protocol, _sock, peer = transport_pair()
+    transport.write(b"unsent")
+    transport.abort()
+    assert protocol.lost == []  # not in the scope of abort()
+    drive(services)
+    assert protocol.lost == [None]
+    with pytest.raises(ValueError):
+        transport.write(b"")
+    services.close()
+    peer.close()
+
+
+def test_a_large_read_reaches_pika_in_pieces_and_whole():
+    services, _transport, protocol, _sock, peer = transport_pair()
+    pieces = []
+    original = protocol.data_received
+
+    def data_received(data):
+        pieces.append(len(data))
+        original(data)
+
+    protocol.data_received = data_received
+    payload = bytes(range(256)) * 200  # 51,200 bytes, in one recv
+    peer.sendall(payload)
+    deadline = time.monotonic() + 10
+    while len(protocol.data) < len(payload) and time.monotonic() < deadline:
+        drive(services, 0.001)
+    assert bytes(protocol.data) == payload
+    assert max(pieces) <= ioloop.FEED_SIZE
+    services.close()
+    peer.close()
