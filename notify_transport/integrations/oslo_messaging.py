@@ -21,7 +21,11 @@ namespace. It wraps :class:`~notify_transport.drivers.kafka.driver.KafkaDriver`:
   are converted, the rest passed as strings, and the driver rejects a name it
   does not know when a listener is created;
 * RPC is not carried: ``send`` and ``listen`` raise ``NotImplementedError``,
-  as oslo's own Kafka driver does.
+  as oslo's own Kafka driver does;
+* in an eventlet-monkey-patched process (eventlet or threading executor) the
+  Kafka driver runs on native threads and every call into it that may wait
+  goes through ``eventlet.tpool``, so no librdkafka call blocks the hub; see
+  :mod:`notify_transport.integrations.eventlet_support`.
 
 Importing this module needs oslo.messaging; nothing else in notify-transport
 imports it.
@@ -41,6 +45,7 @@ from notify_transport import exceptions as nt_exceptions
 from notify_transport.drivers.base import IncomingMessage, Listener
 from notify_transport.drivers.kafka.driver import KafkaDriver
 from notify_transport.drivers.kafka.reporting import RateLimitedLog
+from notify_transport.integrations.eventlet_support import Offload, log_bridge, use_native_threads
 from notify_transport.target import Target
 from notify_transport.url import TransportHost, TransportURL
 
@@ -54,6 +59,8 @@ LISTENER_OPTION_PREFIX = "listener."
 POLL_SLICE = 1.0
 _INT = re.compile(r"[+-]?\d+")
 _FLOAT = re.compile(r"[+-]?(\d+\.\d*|\.\d+|\d+)([eE][+-]?\d+)?")
+#: Calls run where they are made (no eventlet): the default of the classes below.
+_DIRECT = Offload(patched=False)
 
 
 # -- URL ---------------------------------------------------------------------------------
@@ -118,21 +125,25 @@ def oslo_error(exc: BaseException, target: Any = None) -> BaseException:
 # -- incoming messages and the listener -------------------------------------------------------
 
 class OsloNotification(oslo_base.IncomingMessage):
-    """One of our received notifications, as oslo's notification server handles it."""
+    """One of our received notifications, as oslo's notification server handles it.
 
-    def __init__(self, incoming: IncomingMessage) -> None:
+    Acknowledging may commit offsets: under eventlet it goes through ``offload``.
+    """
+
+    def __init__(self, incoming: IncomingMessage, offload: Offload | None = None) -> None:
         super().__init__(incoming.ctxt, incoming.message, msg_id=incoming.message.get("message_id"))
         self.incoming = incoming
+        self._offload = offload or _DIRECT
 
     def acknowledge(self) -> None:
         try:
-            self.incoming.acknowledge()
+            self._offload(self.incoming.acknowledge)
         except Exception:  # noqa: BLE001 - oslo: "does not raise", log the reason
             LOG.exception("Could not acknowledge %s", self.incoming.coordinates)
 
     def requeue(self) -> None:
         try:
-            self.incoming.requeue()
+            self._offload(self.incoming.requeue)
         except Exception:  # noqa: BLE001
             LOG.exception("Could not requeue %s", self.incoming.coordinates)
 
@@ -148,12 +159,17 @@ class NotificationPollListener(oslo_base.PollStyleListener):
     (counted from the first) ran out, or when ``timeout`` passes without any,
     or on ``stop()`` with what it has. It never raises: errors are logged
     (rate-limited) and polling goes on.
+
+    Every call into the Kafka listener goes through ``offload`` (tpool under
+    eventlet, one poll slice at a time); the loop itself and its stop flag stay
+    with the caller.
     """
 
-    def __init__(self, listener: Listener, on_cleanup: Any = None) -> None:
+    def __init__(self, listener: Listener, on_cleanup: Any = None, offload: Offload | None = None) -> None:
         super().__init__(prefetch_size=-1)
         self.listener = listener
         self._on_cleanup = on_cleanup
+        self._offload = offload or _DIRECT
         self._stopped = threading.Event()
         self._errors = RateLimitedLog(LOG, interval=30.0)
 
@@ -193,7 +209,8 @@ class NotificationPollListener(oslo_base.PollStyleListener):
 
     def _take(self, wait: float, count: int) -> list[OsloNotification]:
         try:
-            return [OsloNotification(m) for m in self.listener.poll(timeout=wait, max_messages=count)]
+            taken = self._offload(self.listener.poll, timeout=wait, max_messages=count)
+            return [OsloNotification(m, self._offload) for m in taken]
         except Exception as exc:  # noqa: BLE001 - oslo's poll must not raise
             self._errors.log(logging.ERROR, type(exc), "%r: polling failed, retrying: %s", self, exc)
             self._stopped.wait(min(wait, POLL_SLICE))
@@ -201,33 +218,48 @@ class NotificationPollListener(oslo_base.PollStyleListener):
 
     def stop(self) -> None:
         self._stopped.set()
-        self.listener.stop()
+        self._offload(self.listener.stop)
 
     def cleanup(self) -> None:
         self._stopped.set()
-        self.listener.stop()
         try:
-            self.listener.commit()
-        except Exception:  # noqa: BLE001 - close anyway
-            LOG.exception("%r: final commit failed", self)
-        try:
-            self.listener.cleanup()
+            self._offload(self._close)
         finally:
             self._errors.summarize()
             if self._on_cleanup is not None:
                 self._on_cleanup(self)
 
+    def _close(self) -> None:
+        """Stop, commit what was settled, close the consumer (may wait: offloaded)."""
+        self.listener.stop()
+        try:
+            self.listener.commit()
+        except Exception:  # noqa: BLE001 - close anyway
+            LOG.exception("%r: final commit failed", self)
+        self.listener.cleanup()
+
 
 # -- the driver -----------------------------------------------------------------------------------
 
 class NtKafkaDriver(oslo_base.BaseDriver):
-    """oslo.messaging driver ``ntkafka://``: notifications through notify-transport's Kafka driver."""
+    """oslo.messaging driver ``ntkafka://``: notifications through notify-transport's Kafka driver.
+
+    Under eventlet monkey-patching, the Kafka driver is switched to native
+    threads before it is built and every call into it that may wait is
+    offloaded to ``eventlet.tpool`` (see :mod:`.eventlet_support`).
+    """
 
     prefetch_size = 0
 
     def __init__(self, conf: Any, url: Any, default_exchange: str | None = None,
                  allowed_remote_exmods: Iterable[str] | None = None) -> None:
         super().__init__(conf, url, default_exchange, allowed_remote_exmods)
+        #: how calls that may block reach the Kafka driver (through tpool under eventlet)
+        self.offload = Offload()
+        self._log_bridge = None
+        if self.offload.patched:
+            use_native_threads()
+            self._log_bridge = log_bridge(self.offload)
         try:
             our_url, self.listener_options = convert_url(url)
             self.driver = KafkaDriver(conf, our_url, default_exchange, allowed_remote_exmods)
@@ -265,8 +297,8 @@ class NtKafkaDriver(oslo_base.BaseDriver):
     def send_notification(self, target: Any, ctxt: Any, message: dict, version: float,
                           retry: int | None = None) -> None:
         try:
-            self.driver.send_notification(Target(exchange=target.exchange, topic=target.topic),
-                                          ctxt, message, version, retry=retry)
+            self.offload(self.driver.send_notification, Target(exchange=target.exchange, topic=target.topic),
+                         ctxt, message, version, retry=retry)
         except nt_exceptions.MessagingException as exc:
             error = oslo_error(exc, target)
             if error is exc:
@@ -279,26 +311,29 @@ class NtKafkaDriver(oslo_base.BaseDriver):
         pairs = [(Target(exchange=t.exchange, topic=t.topic), priority)
                  for t, priority in targets_and_priorities]
         try:
-            listener = self.driver.listen_for_notifications(pairs, pool, batch_size, batch_timeout,
-                                                            **self.listener_options)
+            listener = self.offload(self._started_listener, pairs, pool, batch_size, batch_timeout)
         except nt_exceptions.MessagingException as exc:
             error = oslo_error(exc)
             if error is exc:
                 raise
             raise error from exc
-        try:
-            listener.start()
-        except BaseException as exc:
-            listener.stop()
-            listener.cleanup()
-            error = oslo_error(exc) if isinstance(exc, nt_exceptions.MessagingException) else exc
-            if error is exc:
-                raise
-            raise error from exc
-        poll_listener = NotificationPollListener(listener, on_cleanup=self._forget)
+        poll_listener = NotificationPollListener(listener, on_cleanup=self._forget, offload=self.offload)
         with self._lock:
             self._listeners.append(poll_listener)
         return oslo_base.PollStyleListenerAdapter(poll_listener, batch_size, batch_timeout)
+
+    def _started_listener(self, pairs: list[tuple[Target, str]], pool: str | None, batch_size: int,
+                          batch_timeout: float | None) -> Listener:
+        """Create and start one of our listeners (waits for the group: offloaded); closed on failure."""
+        listener = self.driver.listen_for_notifications(pairs, pool, batch_size, batch_timeout,
+                                                        **self.listener_options)
+        try:
+            listener.start()
+        except BaseException:
+            listener.stop()
+            listener.cleanup()
+            raise
+        return listener
 
     def _forget(self, poll_listener: NotificationPollListener) -> None:
         with self._lock:
@@ -307,7 +342,7 @@ class NtKafkaDriver(oslo_base.BaseDriver):
 
     def flush(self, timeout: float | None = None) -> int:
         """Wait for sent notifications to be confirmed; return how many are still pending."""
-        return self.driver.flush(timeout)
+        return self.offload(self.driver.flush, timeout)
 
     def delivery_stats(self) -> dict[str, int]:
         """Counters of sent, delivered and failed notifications."""
@@ -335,4 +370,6 @@ class NtKafkaDriver(oslo_base.BaseDriver):
                 poll_listener.cleanup()
             except Exception:  # noqa: BLE001 - close the others anyway
                 LOG.exception("Closing %r failed", poll_listener)
-        self.driver.cleanup()
+        self.offload(self.driver.cleanup)
+        if self._log_bridge is not None:
+            self._log_bridge.drain()  # what the driver logged while closing, now

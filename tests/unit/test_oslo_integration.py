@@ -289,3 +289,39 @@ def test_listener_start_failure_is_an_oslo_error() -> None:
             server.start()
     finally:
         transport.cleanup()
+
+
+class RecordingOffload(integration.Offload):
+    """Runs calls directly, as without eventlet, and records which ones went through it."""
+
+    def __init__(self) -> None:
+        super().__init__(patched=False)
+        self.calls: list[str] = []
+
+    def __call__(self, func, *args, **kwargs):
+        self.calls.append(getattr(func, "__name__", repr(func)))
+        return func(*args, **kwargs)
+
+
+def test_every_call_into_our_listener_goes_through_the_offload() -> None:
+    """Under eventlet these are the calls that may wait: each must leave the hub (tpool)."""
+    ours, offload = QueueListener(), RecordingOffload()
+    ours.put(1, 2)
+    poller = integration.NotificationPollListener(ours, offload=offload)
+    first, second = poller.poll(batch_size=2)
+    first.acknowledge()
+    second.requeue()
+    poller.stop()
+    poller.cleanup()
+    assert offload.calls == ["poll", "acknowledge", "requeue", "stop", "_close"]
+    assert (ours.acked, ours.requeued, ours.commits, ours.cleaned) == ([1], [2], 1, True)
+
+
+def test_the_driver_sends_and_cleans_up_through_its_offload(conf) -> None:
+    transport = oslo_messaging.get_notification_transport(conf, url="ntkafka://127.0.0.1:1/v?flush_timeout=0")
+    driver = transport._driver
+    assert repr(driver.offload) == "<Offload direct>"  # no eventlet in this process
+    driver.offload = offload = RecordingOffload()
+    assert driver.flush(0) == 0
+    transport.cleanup()
+    assert offload.calls == ["flush", "cleanup"]

@@ -21,6 +21,24 @@ from notify_transport.exceptions import MessagingException
 LOG = logging.getLogger(__name__)
 
 _NOT_ALLOWED = (KafkaError.TOPIC_AUTHORIZATION_FAILED, KafkaError.CLUSTER_AUTHORIZATION_FAILED)
+#: How much longer than its own timeouts an admin request may take to answer.
+_RESULT_MARGIN = 5.0
+
+
+def _result(future: Any, timeout: float) -> Any:
+    """The result of an AdminClient future, waiting at most ``timeout`` seconds.
+
+    Waits on an Event of this module's ``threading``, set by a done-callback,
+    not on the future's own condition: librdkafka resolves the future from its
+    background thread, and under eventlet monkey-patching the condition of
+    ``concurrent.futures`` is a green one that such a thread cannot wake (the
+    oslo.messaging integration gives this module native threading).
+    """
+    done = threading.Event()
+    future.add_done_callback(lambda _future: done.set())
+    if not done.wait(timeout):
+        raise MessagingException(f"The Kafka cluster did not answer an admin request within {timeout:.1f}s")
+    return future.result(timeout=0)
 
 
 class TopicAdmin:
@@ -77,7 +95,7 @@ class TopicAdmin:
         created = []
         for topic, future in futures.items():
             try:
-                future.result()
+                _result(future, self.timeout + _RESULT_MARGIN)
                 created.append(topic)
             except KafkaException as exc:
                 err: KafkaError = exc.args[0]

@@ -1,0 +1,238 @@
+"""Keeping librdkafka off eventlet's hub, for the ``ntkafka`` oslo.messaging driver.
+
+Many OpenStack services still call ``eventlet.monkey_patch()``: ``threading``,
+``queue`` and ``time.sleep`` then make green threads, which all run in one
+operating-system thread, taking turns at the hub. A librdkafka call that waits
+(``poll``, ``consume``, ``flush``, a synchronous ``commit``, ``close``) holds that
+thread, so while it waits no green thread runs; a loop of such calls (a
+listener polling, the producer's delivery-report thread) stops the service.
+
+The design, in three parts, all confined to the oslo.messaging integration
+(notify-transport's core never imports eventlet):
+
+1. **notify-transport's Kafka driver runs on native threads.** Its modules
+   (:mod:`notify_transport.drivers.kafka` and the listener base class in
+   :mod:`notify_transport.drivers.base`) get the *unpatched* ``threading``,
+   ``queue`` and ``time`` (``eventlet.patcher.original``) when the first
+   ``ntkafka`` driver is created in a monkey-patched process. Its
+   background threads (delivery reports, committer, workers, readers) are then
+   operating-system threads, and its locks, events and queues are the
+   operating system's, consistent among themselves whichever thread uses them.
+   (The standard modules stay green for the rest of the process; so do the
+   futures of ``concurrent.futures`` that confluent-kafka's AdminClient
+   returns, which is why the driver waits for them through a done-callback
+   and an event of its own, not on their condition.)
+2. **Calls from the hub cross over through** ``eventlet.tpool``, as
+   oslo.messaging's own Kafka driver does with its ``tpool_execute``: every call
+   of the integration into the driver that may wait (send, flush, listener
+   start, poll, stop, commit, cleanup, acknowledgements) made on the hub's
+   thread runs in tpool's native thread pool while the calling green thread
+   waits cooperatively; tpool hands the result (or the exception) back through
+   the hub. A call made on any other native thread (a tpool worker, one of
+   the driver's own threads, e.g. a log record that oslo's
+   ``LoggingNotificationHandler`` turns into a notification) runs directly:
+   tpool can only wake green threads of the hub's thread.
+
+   The integration's own bookkeeping (its list of listeners, the stop flag
+   of a poll loop) stays on the hub side with green primitives; nothing green
+   is shared with a native thread, and nothing native that is held for long
+   is waited on by the hub.
+3. **Log records cross over too.** Logging is the one green thing both sides
+   share: eventlet greens the locks of the process's logging handlers, and a
+   native thread that takes one while a green thread holds it (or the
+   reverse) deadlocks the process's logging. So records that
+   notify-transport's loggers make on a native thread (librdkafka's log lines
+   included) are not emitted there: :class:`NativeLogBridge` queues them
+   (``queue.SimpleQueue``, which takes no Python lock) and a green thread on
+   the hub emits them, at most :data:`LOG_DRAIN_INTERVAL` later.
+
+Limits: each listener that polls holds one tpool thread for at most a poll
+slice (one second) at a time, and tpool has ``EVENTLET_THREADPOOL_SIZE``
+threads (20 by default): a service with many listeners should raise it.
+Records of other loggers made on native threads (a service's own code run
+in tpool, for instance) are not bridged. The hub is taken to run in the main
+thread, as in monkey-patched services.
+"""
+from __future__ import annotations
+
+import logging
+import sys
+import threading
+from types import ModuleType
+from typing import Any, Callable, TypeVar
+
+from notify_transport.drivers.kafka.config import RDKAFKA_LOG
+
+#: The modules whose concurrency primitives must be native under eventlet.
+NATIVE_PACKAGE = "notify_transport.drivers.kafka"
+NATIVE_MODULES = ("notify_transport.drivers.base",)
+#: Standard modules that eventlet patches and the driver uses.
+PATCHED_STDLIB = ("threading", "queue", "time")
+#: notify-transport's loggers (one per module, named after it) are bridged.
+LOGGER_PREFIX = "notify_transport"
+#: How often the hub emits the records that native threads logged.
+LOG_DRAIN_INTERVAL = 0.05
+
+T = TypeVar("T")
+LOG = logging.getLogger(__name__)
+
+_switch_lock = threading.Lock()
+#: The process's one log bridge: loggers are process-wide, so is the bridge.
+_log_bridge: "NativeLogBridge | None" = None
+
+
+def monkey_patched() -> bool:
+    """Whether eventlet patched ``threading`` in this process (so its threads are green).
+
+    A process that never imported eventlet is not patched: eventlet is not imported here then
+    (oslo_utils.eventletutils, which oslo.messaging uses for this, is deprecated).
+    """
+    if "eventlet" not in sys.modules:
+        return False
+    from eventlet import patcher
+
+    return bool(patcher.is_monkey_patched("thread"))
+
+
+def kafka_driver_modules() -> list[ModuleType]:
+    """The loaded modules of notify-transport's Kafka driver (and its listener base class)."""
+    return [module for name, module in list(sys.modules.items())
+            if module is not None and (name in NATIVE_MODULES or name == NATIVE_PACKAGE
+                                       or name.startswith(NATIVE_PACKAGE + "."))]
+
+
+def use_native_threads() -> int:
+    """Give the Kafka driver's modules the unpatched ``threading``, ``queue`` and ``time``.
+
+    Idempotent; returns how many module attributes were switched. Only a
+    module-level name bound to the patched standard module itself is
+    switched (``import threading``), which is how the driver imports them.
+    """
+    from eventlet import patcher
+
+    replacements = {id(sys.modules[name]): patcher.original(name)
+                    for name in PATCHED_STDLIB if name in sys.modules}
+    switched = 0
+    with _switch_lock:
+        for module in kafka_driver_modules():
+            for attr, value in list(vars(module).items()):
+                native = replacements.get(id(value))
+                if native is not None and value is not native:
+                    setattr(module, attr, native)
+                    switched += 1
+    if switched:
+        LOG.debug("eventlet: notify-transport's Kafka driver uses native threads (%d names switched)",
+                  switched)
+    return switched
+
+
+class Offload:
+    """Runs a call that may block off the hub: through ``eventlet.tpool`` when needed.
+
+    Without monkey-patching, or on a native thread other than the hub's, the
+    call runs directly.
+    """
+
+    def __init__(self, patched: bool | None = None) -> None:
+        self.patched = monkey_patched() if patched is None else patched
+        self._execute: Callable[..., Any] | None = None
+        self._native_ident: Callable[[], int] | None = None
+        self._hub_ident = 0
+        if self.patched:
+            from eventlet import patcher, tpool
+
+            self._execute = tpool.execute
+            self._native_ident = patcher.original("_thread").get_ident
+            self._hub_ident = patcher.original("threading").main_thread().ident or 0
+
+    def __repr__(self) -> str:
+        return f"<Offload {'through eventlet.tpool' if self.patched else 'direct'}>"
+
+    def on_hub(self) -> bool:
+        """Whether the caller runs on the hub's native thread (where blocking stops everything)."""
+        return self._native_ident is not None and self._native_ident() == self._hub_ident
+
+    def __call__(self, func: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+        if self._execute is not None and self.on_hub():
+            return self._execute(func, *args, **kwargs)
+        return func(*args, **kwargs)
+
+
+class NativeLogBridge(logging.Filter):
+    """A logger filter that defers records made on native threads to a green thread on the hub.
+
+    On the hub's thread a record passes. On any other native thread it is
+    queued and dropped there; :meth:`drain` (run every
+    :data:`LOG_DRAIN_INTERVAL` by :meth:`start`, and at driver cleanup) hands
+    it to its logger again on the hub, where it passes to the handlers.
+    """
+
+    def __init__(self, offload: Offload) -> None:
+        super().__init__()
+        from eventlet import patcher
+
+        self._on_hub = offload.on_hub
+        self._queue = patcher.original("queue").SimpleQueue()
+        self._green: Any = None
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if self._on_hub():
+            return True
+        self._queue.put(record)
+        return False
+
+    def drain(self) -> int:
+        """Emit the queued records (on the hub); return how many."""
+        if not self._on_hub():
+            return 0
+        count = 0
+        while True:
+            try:
+                record = self._queue.get_nowait()
+            except Exception:  # noqa: BLE001 - queue.Empty of the unpatched module
+                return count
+            try:
+                logging.getLogger(record.name).handle(record)
+            except Exception:  # noqa: BLE001 - a handler failed: go on with the others
+                logging.getLogger(__name__).exception("Could not emit a record from a native thread")
+            count += 1
+
+    def start(self) -> None:
+        """Run :meth:`drain` in a green thread of the hub, from now on."""
+        import eventlet
+
+        if self._green is None:
+            self._green = eventlet.spawn(self._run)
+
+    def _run(self) -> None:
+        import eventlet
+
+        while True:
+            self.drain()
+            eventlet.sleep(LOG_DRAIN_INTERVAL)
+
+    def attach(self) -> int:
+        """Add this filter to the logger of every loaded notify-transport module; return how many."""
+        added = 0
+        names = [name for name in list(sys.modules) if name == LOGGER_PREFIX
+                 or name.startswith(LOGGER_PREFIX + ".")]
+        names.append(RDKAFKA_LOG.name)  # librdkafka's own log lines
+        for name in names:
+            logger = logging.getLogger(name)
+            if self not in logger.filters:
+                logger.addFilter(self)
+                added += 1
+        return added
+
+
+def log_bridge(offload: Offload) -> NativeLogBridge | None:
+    """The process's bridge, attached to notify-transport's loggers and started (on the hub only)."""
+    global _log_bridge
+    if not offload.patched or not offload.on_hub():
+        return _log_bridge
+    with _switch_lock:
+        if _log_bridge is None:
+            _log_bridge = NativeLogBridge(offload)
+        _log_bridge.attach()
+        _log_bridge.start()
+    return _log_bridge
