@@ -33,7 +33,6 @@ imports it.
 from __future__ import annotations
 
 import logging
-import re
 import threading
 import time
 from typing import Any, Iterable
@@ -45,6 +44,7 @@ from notify_transport import exceptions as nt_exceptions
 from notify_transport.drivers.base import IncomingMessage, Listener
 from notify_transport.drivers.kafka.driver import KafkaDriver
 from notify_transport.drivers.kafka.reporting import RateLimitedLog
+from notify_transport.drivers.ntkafka import split_listener_options
 from notify_transport.integrations.eventlet_support import Offload, log_bridge, use_native_threads
 from notify_transport.target import Target
 from notify_transport.url import TransportHost, TransportURL
@@ -53,47 +53,26 @@ LOG = logging.getLogger(__name__)
 
 #: The scheme this driver is registered under in ``oslo.messaging.drivers``.
 SCHEME = "ntkafka"
-#: URL query keys starting with this are listener options, not driver options.
-LISTENER_OPTION_PREFIX = "listener."
 #: Longest wait of one underlying poll, so that a stop is noticed quickly.
 POLL_SLICE = 1.0
-_INT = re.compile(r"[+-]?\d+")
-_FLOAT = re.compile(r"[+-]?(\d+\.\d*|\.\d+|\d+)([eE][+-]?\d+)?")
 #: Calls run where they are made (no eventlet): the default of the classes below.
 _DIRECT = Offload(patched=False)
 
 
 # -- URL ---------------------------------------------------------------------------------
 
-def listener_option_value(text: str) -> Any:
-    """``true``/``false`` -> bool, ``12`` -> int, ``0.5`` -> float, anything else as given."""
-    lowered = text.strip().lower()
-    if lowered in ("true", "false"):
-        return lowered == "true"
-    if _INT.fullmatch(text.strip()):
-        return int(text)
-    if _FLOAT.fullmatch(text.strip()):
-        return float(text)
-    return text
-
-
 def convert_url(url: Any) -> tuple[TransportURL, dict[str, Any]]:
-    """oslo's TransportURL -> (our ``kafka://`` TransportURL, listener options from the query)."""
-    query: dict[str, str] = {}
-    listener_options: dict[str, Any] = {}
-    for key, value in dict(url.query or {}).items():
-        if key.startswith(LISTENER_OPTION_PREFIX):
-            name = key[len(LISTENER_OPTION_PREFIX):]
-            if not name:
-                raise nt_exceptions.InvalidTransportURL(
-                    _redacted(url), f"Empty listener option name in {key!r}: use listener.<name>=<value>")
-            listener_options[name] = listener_option_value(value)
-        else:
-            query[key] = value
+    """oslo's TransportURL -> (our ``kafka://`` TransportURL, listener options from the query).
+
+    The query is read by :func:`notify_transport.drivers.ntkafka.split_listener_options`,
+    the same rules notify_transport's own ``ntkafka://`` driver applies.
+    """
     hosts = [TransportHost(h.hostname, h.port, h.username, h.password) for h in url.hosts]
     ours = TransportURL(conf=url.conf, transport="kafka", virtual_host=url.virtual_host,
-                        hosts=hosts, query=query)
-    return ours, listener_options
+                        hosts=hosts, query=dict(url.query or {}))
+    query, listener_options = split_listener_options(ours)
+    return TransportURL(conf=url.conf, transport="kafka", virtual_host=url.virtual_host,
+                        hosts=hosts, query=query), listener_options
 
 
 def _redacted(url: Any) -> str:

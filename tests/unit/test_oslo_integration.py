@@ -10,6 +10,7 @@ import pytest
 from oslo_config import cfg
 
 from notify_transport.drivers.base import IncomingMessage, Listener
+from notify_transport.drivers.ntkafka import listener_option_value
 
 oslo_messaging = pytest.importorskip("oslo_messaging")
 
@@ -60,8 +61,8 @@ def test_vhost_forms(conf, text, vhost) -> None:
                                          ("0.5", 0.5), ("1e3", 1000.0), ("at_least_once", "at_least_once"),
                                          ("", "")])
 def test_listener_option_values(text, value) -> None:
-    assert integration.listener_option_value(text) == value
-    assert type(integration.listener_option_value(text)) is type(value)
+    assert listener_option_value(text) == value
+    assert type(listener_option_value(text)) is type(value)
 
 
 def test_transport_through_oslo_api(conf) -> None:
