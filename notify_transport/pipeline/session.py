@@ -49,6 +49,8 @@ def default_conf(master: str, shuffle_partitions: int = 2) -> dict[str, str]:
         "spark.sql.shuffle.partitions": str(shuffle_partitions),
         "spark.default.parallelism": str(max(2, shuffle_partitions)),
         "spark.sql.session.timeZone": "UTC",
+        # Parquet timestamps as UTC-adjusted TIMESTAMP_MICROS (timezone-aware to every reader), not INT96.
+        "spark.sql.parquet.outputTimestampType": "TIMESTAMP_MICROS",
         "spark.driver.memory": "1g",
         "spark.redaction.regex": REDACTION_REGEX,
         "spark.sql.redaction.options.regex": REDACTION_REGEX,
