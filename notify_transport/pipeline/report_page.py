@@ -70,7 +70,8 @@ details{margin:.5em 0 1em} summary{cursor:pointer;color:#335;font-weight:500}
 </style></head><body>
 {%- macro num(table, key, metric, value, kind="count") -%}
 {%- set f = fmt(value, kind) -%}
-<td class="num" data-table="{{ table }}" data-key="{{ key }}" data-metric="{{ metric }}" data-value="{{ f.raw }}">{{ f.text }}</td>
+<td class="num" data-table="{{ table }}" data-key="{{ key }}" data-metric="{{ metric }}"
+ data-value="{{ f.raw }}">{{ f.text }}</td>
 {%- endmacro -%}
 {%- macro group_table(name, heading, frame, column) -%}
 <table data-table="{{ name }}"><thead><tr><th>{{ heading }}</th><th>notifications</th><th>errors</th>
@@ -85,8 +86,10 @@ details{margin:.5em 0 1em} summary{cursor:pointer;color:#335;font-weight:500}
 {%- endmacro %}
 <h1>{{ title }}</h1>
 <p class="meta">Generated {{ generated }} UTC from
-{% for name, path in sources.items() %}{{ name }}: <code>{{ path }}</code>{% if not loop.last %}, {% endif %}{% endfor %}.
-{% if data.first is not none %}Period: <strong>{{ when(data.first) }}</strong> to <strong>{{ when(data.last) }}</strong> UTC
+{% for name, path in sources.items() %}{{ name }}: <code>{{ path }}</code>
+{%- if not loop.last %}, {% endif %}{% endfor %}.
+{% if data.first is not none %}Period: <strong>{{ when(data.first) }}</strong>
+to <strong>{{ when(data.last) }}</strong> UTC
 ({{ data.windows|length }} windows); every chart and table covers all of it.{% endif %}</p>
 
 <div class="cards">
@@ -116,7 +119,8 @@ details{margin:.5em 0 1em} summary{cursor:pointer;color:#335;font-weight:500}
 {%- for r in data.periods.itertuples() %}{% set key = when(r.period) %}
 <tr><td>{{ key }}</td>{{ num("period", key, "count", r.count) }}
 {{- num("period", key, "error_critical_rate", r.error_rate + r.critical_rate, "rate") }}
-{{- num("period", key, "delay_p50", r.delay_p50, "delay") }}{{ num("period", key, "delay_p95", r.delay_p95, "delay") }}</tr>
+{{- num("period", key, "delay_p50", r.delay_p50, "delay") }}
+{{- num("period", key, "delay_p95", r.delay_p95, "delay") }}</tr>
 {%- endfor %}
 </tbody></table></details>
 
@@ -141,8 +145,10 @@ details{margin:.5em 0 1em} summary{cursor:pointer;color:#335;font-weight:500}
 <th>critical rate</th><th>delay p50</th><th>delay p95</th></tr></thead><tbody>
 {%- for r in data.windows.itertuples() %}{% set key = when(r.window_start, "%Y-%m-%d %H:%M:%S") %}
 <tr><td>{{ key }}</td><td>{{ when(r.window_end, "%H:%M:%S") }}</td>{{ num("window", key, "count", r.count) }}
-{{- num("window", key, "error_rate", r.error_rate, "rate") }}{{ num("window", key, "critical_rate", r.critical_rate, "rate") }}
-{{- num("window", key, "delay_p50", r.delay_p50, "delay") }}{{ num("window", key, "delay_p95", r.delay_p95, "delay") }}</tr>
+{{- num("window", key, "error_rate", r.error_rate, "rate") }}
+{{- num("window", key, "critical_rate", r.critical_rate, "rate") }}
+{{- num("window", key, "delay_p50", r.delay_p50, "delay") }}
+{{- num("window", key, "delay_p95", r.delay_p95, "delay") }}</tr>
 {%- endfor %}
 </tbody></table></details>
 
@@ -158,7 +164,8 @@ details{margin:.5em 0 1em} summary{cursor:pointer;color:#335;font-weight:500}
 <details><summary>Per date and event type ({{ data.archive|length }} partitions)</summary>
 <table data-table="archive"><thead><tr><th>date</th><th>event type</th><th>notifications</th></tr></thead><tbody>
 {%- for r in data.archive.itertuples() %}
-<tr><td>{{ r.date }}</td><td>{{ r.event_type }}</td>{{ num("archive", r.date ~ "/" ~ r.event_type, "count", r.count) }}</tr>
+<tr><td>{{ r.date }}</td><td>{{ r.event_type }}</td>
+{{- num("archive", r.date ~ "/" ~ r.event_type, "count", r.count) }}</tr>
 {%- endfor %}
 </tbody></table></details>
 
