@@ -386,7 +386,7 @@ def run(spark, settings: KafkaSettings, subscription: Subscription, config: Pipe
             raise query.exception()
     finally:
         if query.isActive:
-            query.stop()
+            _stop_between_batches(query, patience=10.0 if stop.is_set() else 0.0)
         if restore:
             restore()
     progress.update(query.recentProgress)
@@ -397,6 +397,18 @@ def run(spark, settings: KafkaSettings, subscription: Subscription, config: Pipe
                       "%d undecodable", summary.seconds, summary.input_rows, summary.notifications,
                       summary.duplicates, summary.late, summary.undecodable)
     return summary
+
+
+def _stop_between_batches(query, patience: float = 10.0) -> None:
+    """Stop ``query``, preferably between two micro-batches (waiting up to ``patience`` seconds).
+
+    A batch cut half-way is harmless (it is replayed from the checkpoint on
+    the next run and its files replaced) but makes Spark log the interruption.
+    """
+    deadline = time.monotonic() + patience
+    while query.isActive and query.status.get("isTriggerActive") and time.monotonic() < deadline:
+        time.sleep(0.05)
+    query.stop()
 
 
 def _stop_on_signals(stop: threading.Event) -> Callable[[], None] | None:
