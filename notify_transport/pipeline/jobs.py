@@ -211,16 +211,22 @@ class StatsWriter:
         notifications = decode.notifications(df).select(
             "topic", "partition", "offset", "timestamp", "kafka_timestamp", "event_type", "publisher_id",
             "priority")
-        carried = self.progress.before(spark, batch_id)
-        if counts.notifications and lateness.may_have_late(carried, counts.bounds, self.lateness_us):
+        carried = self.progress.before(spark, batch_id) if counts.notifications else {}
+        maybe_late = counts.notifications and lateness.may_have_late(carried, counts.bounds, self.lateness_us)
+        if maybe_late:
             notifications = lateness.flag_late(notifications, carried, self.lateness_us)
         partial = partial_stats(notifications, self.window).withColumn(
-            "batch_id", F.lit(batch_id).cast("long")).coalesce(1).persist()
+            "batch_id", F.lit(batch_id).cast("long")).coalesce(1)
+        late = 0
+        if maybe_late:  # the late count needs the partial rows twice: keep them
+            partial = partial.persist()
         try:
             self.stats.write(partial, batch_id, empty=not counts.notifications)
-            late = partial.filter("late").agg(F.sum("count")).first()[0] if counts.notifications else 0
+            if maybe_late:
+                late = partial.filter("late").agg(F.sum("count")).first()[0]
         finally:
-            partial.unpersist()
+            if maybe_late:
+                partial.unpersist()
         if counts.notifications:
             newest = {tp: bounds[1] for tp, bounds in counts.bounds.items()}
             self.progress.save(spark, batch_id, lateness.merge(carried, newest))

@@ -56,6 +56,9 @@ def default_conf(master: str, shuffle_partitions: int = 2) -> dict[str, str]:
         "spark.sql.redaction.options.regex": REDACTION_REGEX,
         "spark.python.worker.reuse": "true",
         "spark.sql.streaming.stopTimeout": "30s",
+        # No extra empty micro-batch after each one just to expire deduplication state: the state
+        # expires with the next batch that has data, and a run saves a batch's fixed cost.
+        "spark.sql.streaming.noDataMicroBatches.enabled": "false",
         # Deduplication state (a day of message ids) lives off-heap, not in the driver's heap.
         "spark.sql.streaming.stateStore.providerClass":
             "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider",
