@@ -179,9 +179,10 @@ class ArchiveWriter:
         self.errors = BatchParquetWriter(config.path("errors"))
 
     def write(self, df, batch_id: int, counts: BatchCounts) -> None:
-        # An empty batch still clears files of an earlier attempt of the same batch.
-        # One file per date and event type per batch: no small-file explosion.
-        archive = archive_rows(decode.notifications(df)).repartition(*ARCHIVE_PARTITIONS)
+        # An empty batch still clears files of an earlier attempt of the same batch. Each task
+        # writes one file per date and event type it holds: at most spark.sql.shuffle.partitions
+        # files per folder and batch, without shuffling the notifications once more.
+        archive = archive_rows(decode.notifications(df))
         self.archive.write(archive, batch_id, empty=not counts.notifications)
         self.errors.write(decode.errors(df).coalesce(1), batch_id, empty=not counts.undecodable)
         if counts.undecodable:
@@ -266,20 +267,25 @@ class PipelineBatch:
         self.totals = BatchCounts()
 
     def __call__(self, df, batch_id: int) -> None:
-        started = time.monotonic()
+        steps = [time.monotonic()]
         df = df.persist()
         try:
-            counts = count_batch(df)
+            counts = count_batch(df)  # reads, decodes and deduplicates the batch into memory
+            steps.append(time.monotonic())
             if self.archive is not None:
                 self.archive.write(df, batch_id, counts)
+            steps.append(time.monotonic())
             if self.stats is not None:
                 counts.late = self.stats.write(df, batch_id, counts)
+            steps.append(time.monotonic())
         finally:
             df.unpersist()
         for name in ("notifications", "undecodable", "late"):
             setattr(self.totals, name, getattr(self.totals, name) + getattr(counts, name))
-        LOG.info("Batch %d written in %.1f s: %d notifications (%d late), %d undecodable", batch_id,
-                 time.monotonic() - started, counts.notifications, counts.late, counts.undecodable)
+        LOG.info("Batch %d written in %.1f s (read and decode %.1f s, archive %.1f s, statistics %.1f s): "
+                 "%d notifications (%d late), %d undecodable", batch_id, steps[-1] - steps[0],
+                 steps[1] - steps[0], steps[2] - steps[1], steps[3] - steps[2], counts.notifications,
+                 counts.late, counts.undecodable)
 
 
 # -- running -----------------------------------------------------------------------------------

@@ -62,6 +62,8 @@ def default_conf(master: str, shuffle_partitions: int = 2) -> dict[str, str]:
         # Deduplication state (a day of message ids) lives off-heap, not in the driver's heap.
         "spark.sql.streaming.stateStore.providerClass":
             "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider",
+        # each micro-batch commits a changelog of the keys it added, not a RocksDB snapshot
+        "spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled": "true",
         # Spark's stop path matches a long message with a recursive regex; give it room.
         "spark.driver.extraJavaOptions": "-Xss16m",
     }

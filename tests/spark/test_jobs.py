@@ -266,7 +266,8 @@ def test_crash_after_write_replays_the_batch_exactly_once(spark, kafka_bootstrap
     ids = _archive_ids(tmp_path / "archive")
     assert len(ids) == len(set(ids)) == 30
     files = [p.name for p in (tmp_path / "archive").rglob("*.parquet")]
-    assert len(files) == 3 and all(f.startswith("batch-000000000000-") for f in files)
+    # one file per event type and task (spark.sql.shuffle.partitions is 2), all of batch 0
+    assert 3 <= len(files) <= 6 and all(f.startswith("batch-000000000000-") for f in files)
     producer.delete_topics([topic])
 
 
