@@ -36,7 +36,7 @@ from notify_transport.exceptions import ConfigurationError
 from notify_transport.pipeline import decode, delays, lateness
 from notify_transport.pipeline.durations import parse_duration
 from notify_transport.pipeline.kafka_settings import KafkaSettings
-from notify_transport.pipeline.reading import Subscription, read_kafka
+from notify_transport.pipeline.reading import Subscription, read_decoded
 from notify_transport.pipeline.sink import BatchParquetWriter
 from notify_transport.pipeline.stats_files import STATS_KEY, effective_files
 
@@ -293,10 +293,9 @@ class PipelineBatch:
 def start_query(spark, settings: KafkaSettings, subscription: Subscription, config: PipelineConfig,
                 once: bool, batch_fn: Callable):
     """Start the pipeline's streaming query: Kafka -> decode -> deduplicate -> ``batch_fn``."""
-    kafka_df = read_kafka(spark, settings, subscription, streaming=True, fmt=config.source_format,
-                          starting_offsets=config.starting_offsets, max_per_trigger=config.max_per_trigger,
-                          fail_on_data_loss=config.fail_on_data_loss)
-    decoded = decode.decode(kafka_df, subscription.base_topics, with_payload="archive" in config.jobs)
+    decoded = read_decoded(spark, settings, subscription, streaming=True, fmt=config.source_format,
+                           with_payload="archive" in config.jobs, starting_offsets=config.starting_offsets,
+                           max_per_trigger=config.max_per_trigger, fail_on_data_loss=config.fail_on_data_loss)
     writer = (archive_dedup(decoded, config.dedup_horizon).writeStream.queryName(QUERY_NAME)
               .outputMode("append").option("checkpointLocation", config.checkpoint_path("pipeline"))
               .foreachBatch(batch_fn))
