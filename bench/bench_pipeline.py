@@ -10,15 +10,19 @@ One run, one broker, one topic of N oslo ``messagingv2`` notifications
 - ``spark source``: the ``notify_kafka`` streaming source into Spark's
   ``noop`` sink (availableNow);
 - ``spark source + decode``: the same through the Arrow decode UDF;
-- ``archive job``, ``stats job`` and ``pipeline (both jobs)``: the streaming
-  jobs as ``pipeline run --once`` runs them, each from an empty checkpoint.
+- ``archive job``, ``stats job`` and ``pipeline (both jobs)``: the pipeline
+  as ``pipeline run --once`` runs it (``--jobs archive``, ``stats``, both),
+  each from an empty checkpoint; the source decodes where it reads;
+- ``run with nothing new`` and ``run with N new`` (``--incremental``, default
+  5000): two more runs on the checkpoint of ``pipeline (both jobs)``, the
+  fixed cost of a scheduled run and an incremental one.
 
 Spark phases run after a warm-up on a small topic (JVM and Python worker
 start-up, reported as ``cold start``). Prints a table with each rate and its
 ratio to the raw consume rate and writes JSON. Bounded by ``--max-seconds``;
 topics, outputs and the broker it started are removed at the end.
 
-    python bench/bench_pipeline.py --messages 50000
+    python bench/bench_pipeline.py --messages 200000 --phases raw,pipeline,incremental
     NOTIFY_TRANSPORT_KAFKA_BOOTSTRAP=host:9092 python -m bench.bench_pipeline
 """
 from __future__ import annotations
