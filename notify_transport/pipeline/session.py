@@ -59,6 +59,8 @@ def default_conf(master: str, shuffle_partitions: int = 2) -> dict[str, str]:
         # No extra empty micro-batch after each one just to expire deduplication state: the state
         # expires with the next batch that has data, and a run saves a batch's fixed cost.
         "spark.sql.streaming.noDataMicroBatches.enabled": "false",
+        # The micro-batch is cached for one use per output: compressing it costs more than it saves.
+        "spark.sql.inMemoryColumnarStorage.compressed": "false",
         # Deduplication state (a day of message ids) lives off-heap, not in the driver's heap.
         "spark.sql.streaming.stateStore.providerClass":
             "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider",
