@@ -92,11 +92,11 @@ def _run(browser: str, args: list[str], cwd: Path) -> str:
 
 
 def test_report_renders_in_chromium_with_non_empty_charts(tmp_path):
-    browser = _browser()
     expected = _outputs(tmp_path / "out")
     index = build_report(tmp_path / "out", tmp_path / "report")
     page = index.read_text()
     assert INJECTION not in page and "&lt;img src=x" in page  # escaped, everywhere it appears
+    browser = _browser()
     measured = index.parent / "measure.html"
     measured.write_text(page.replace("</body>", _MEASURE))
 
