@@ -108,3 +108,25 @@ def read_kafka(spark, settings: KafkaSettings, subscription: Subscription, *, st
     df = reader.format(fmt).options(**options).load()
     columns: Sequence[str] = ("key", "value", "topic", "partition", "offset", "timestamp", "timestampType")
     return df.select(*columns)
+
+
+def read_decoded(spark, settings: KafkaSettings, subscription: Subscription, *, streaming: bool,
+                 fmt: str = "auto", with_payload: bool = True, **read_options):
+    """A DataFrame of decoded records (:data:`~notify_transport.pipeline.decode.DECODED_SCHEMA`).
+
+    The ``notify_kafka`` source decodes where it reads; Spark's ``kafka``
+    format hands its records to the decoding UDF. ``read_options`` are those
+    of :func:`read_kafka`.
+    """
+    from notify_transport.pipeline import decode
+
+    fmt = choose_format(spark, fmt)
+    if fmt != FORMAT_NAME:
+        return decode.decode(read_kafka(spark, settings, subscription, streaming=streaming, fmt=fmt,
+                                        **read_options), subscription.base_topics, with_payload)
+    options = source_options(settings, subscription, fmt, streaming=streaming, **read_options)
+    options.update({"decode": "true", "baseTopics": ",".join(subscription.base_topics),
+                    "decodePayload": "true" if with_payload else "false"})
+    LOG.info("Reading and decoding %s with the %s format from %s", subscription.options(), fmt, settings.url)
+    reader = spark.readStream if streaming else spark.read
+    return reader.format(fmt).options(**options).load()
