@@ -29,7 +29,7 @@ def _csv_list(value: str) -> list[str]:
 
 
 #: The extra the pipeline needs, and the modules it brings.
-EXTRA, EXTRA_MODULES = "spark", ("pyspark", "matplotlib")
+EXTRA, EXTRA_MODULES = "spark", ("pyspark", "matplotlib", "jinja2")
 
 DESCRIPTION = """\
 'pipeline run' reads notifications from Kafka (a kafka:// transport URL, vhost
