@@ -10,6 +10,8 @@ import dataclasses
 import logging
 from typing import Sequence
 
+from pyspark.errors import AnalysisException
+
 from notify_transport.exceptions import ConfigurationError
 from notify_transport.pipeline import topics as topic_names
 from notify_transport.pipeline.kafka_settings import KafkaSettings
@@ -55,12 +57,17 @@ class Subscription:
 
 
 def kafka_format_available(spark) -> bool:
-    """True when Spark's JVM Kafka connector can be loaded in this session."""
+    """True when Spark's JVM Kafka connector can be loaded in this session.
+
+    Asks through the public reader: defining (not starting) a streaming read
+    resolves the data source, and Spark answers AnalysisException when the
+    connector is not on the classpath. Nothing connects to a broker.
+    """
     try:
-        loader = spark.sparkContext._jvm.java.lang.Thread.currentThread().getContextClassLoader()  # noqa: SLF001
-        loader.loadClass(SPARK_KAFKA_PROVIDER)
+        (spark.readStream.format("kafka").option("kafka.bootstrap.servers", "127.0.0.1:9")
+         .option("subscribe", "notify-transport-probe").load())
         return True
-    except Exception:  # noqa: BLE001 - py4j wraps ClassNotFoundException; no JVM under Spark Connect
+    except AnalysisException:
         return False
 
 
