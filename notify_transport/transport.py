@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import logging
 from importlib import metadata as importlib_metadata
-from typing import Any, Iterable
+from types import TracebackType
+from typing import Any, Iterable, TypeVar
 
 from oslo_config import cfg
 from stevedore import driver as sv_driver
@@ -27,6 +28,8 @@ __all__ = ["DriverLoadFailure", "InvalidTransportURL", "Transport", "TransportHo
 LOG = logging.getLogger(__name__)
 
 DRIVER_NAMESPACE = "notify_transport.drivers"
+
+_T = TypeVar("_T", bound="Transport")
 
 
 def set_transport_defaults(control_exchange: str) -> None:
@@ -55,7 +58,12 @@ def installed_drivers() -> list[str]:
 
 
 class Transport:
-    """A loaded driver plus the URL it was made from."""
+    """A loaded driver plus the URL it was made from.
+
+    ``with get_notification_transport(conf) as transport:`` calls
+    :meth:`cleanup` on leaving the block (pending sends flushed, connections
+    closed), also when the block raised.
+    """
 
     def __init__(self, driver: BaseDriver) -> None:
         self._driver = driver
@@ -105,6 +113,13 @@ class Transport:
     def cleanup(self) -> None:
         """Flush pending sends and close connections."""
         self._driver.cleanup()
+
+    def __enter__(self: _T) -> _T:
+        return self
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        self.cleanup()
 
 
 class NotificationTransport(Transport):
