@@ -8,7 +8,7 @@ test:
 setup:
 	bash scripts/setup.sh
 docs: setup
-	.venv/bin/sphinx-build -W -b html doc/source doc/build/html
+	.venv/bin/sphinx-build -n -W -b html doc/source doc/build/html
 bench: setup
 	bash scripts/rabbitmq.sh
 	.venv/bin/notify-transport bench
