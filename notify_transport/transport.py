@@ -139,7 +139,7 @@ def load_driver(conf: cfg.ConfigOpts, url: TransportURL,
                   allowed_remote_exmods=list(allowed_remote_exmods or []))
     try:
         mgr = sv_driver.DriverManager(DRIVER_NAMESPACE, url.transport, invoke_on_load=True,
-                                      invoke_args=[conf, url], invoke_kwds=kwargs,
+                                      invoke_args=(conf, url), invoke_kwds=kwargs,
                                       on_load_failure_callback=_raise_load_failure)
     except NoMatches:
         raise DriverLoadFailure(
@@ -148,7 +148,11 @@ def load_driver(conf: cfg.ConfigOpts, url: TransportURL,
             f"installed drivers: {', '.join(installed_drivers()) or 'none'}") from None
     except RuntimeError as exc:  # stevedore's "multiple drivers" error
         raise DriverLoadFailure(url.transport, str(exc)) from None
-    return mgr.driver
+    driver = mgr.driver
+    if not isinstance(driver, BaseDriver):
+        raise DriverLoadFailure(url.transport, f"{type(driver).__name__} registered under "
+                                f"{DRIVER_NAMESPACE!r} is not a notify_transport.drivers.base.BaseDriver")
+    return driver
 
 
 def _raise_load_failure(manager: Any, entrypoint: Any, exc: BaseException) -> None:

@@ -191,7 +191,7 @@ def test_every_page_is_in_the_toctree() -> None:
 def test_tox_envs() -> None:
     parser = configparser.ConfigParser(interpolation=None)
     parser.read(ROOT / "tox.ini")
-    for env in ("functional", "spark", "docs", "genconfig", "bench", "pep8"):
+    for env in ("functional", "spark", "docs", "genconfig", "bench", "pep8", "mypy"):
         assert parser.has_section(f"testenv:{env}"), env
     assert "tests/unit" in parser.get("testenv", "commands")  # py3 runs the base testenv
     docs = parser.get("testenv:docs", "commands")
