@@ -118,7 +118,7 @@ def encode(message: dict, ctxt: dict | None, version: float | str = 2.0,
     return inner
 
 
-def unwrap(raw: bytes | str | dict) -> dict:
+def unwrap(raw: bytes | str | dict | None) -> dict:
     """Parse wire bytes (or an already parsed body) and remove the 2.0 envelope."""
     try:
         body = _loads(raw) if isinstance(raw, (bytes, bytearray, str)) else raw
@@ -168,8 +168,9 @@ def decode(raw: bytes | str | dict) -> tuple[dict, dict]:
     return split_context(unwrap(raw))
 
 
-def decode_notification(raw: bytes | str | dict) -> tuple[dict, dict]:
-    """Like :func:`decode`, and check the message looks like a notification."""
+def decode_notification(raw: bytes | str | dict | None) -> tuple[dict, dict]:
+    """Like :func:`decode`, and check the message looks like a notification (None, a
+    tombstone's value, is a :class:`DecodeError` as well)."""
     if type(raw) is bytes and orjson is not None:
         # the common case in one go: a 2.0 envelope around a notification with a
         # ``_context`` dict and nothing else; anything unusual takes the general path
