@@ -81,9 +81,9 @@ def render(by_vhost: Mapping[str | None, Sequence[TopicRow]], other: Sequence[To
         blocks.append(f"vhost {vhost if vhost is not None else NO_VHOST}: {len(rows)} topic(s), "
                       f"{total} message(s)\n" + _indent(body))
     if other:
-        rows = [(r.kafka_topic, r.partitions, r.messages) for r in other]
-        blocks.append(f"other topics: {len(rows)}\n"
-                      + _indent(table(("KAFKA TOPIC", "PARTITIONS", "MESSAGES"), rows,
+        other_rows = [(r.kafka_topic, r.partitions, r.messages) for r in other]
+        blocks.append(f"other topics: {len(other_rows)}\n"
+                      + _indent(table(("KAFKA TOPIC", "PARTITIONS", "MESSAGES"), other_rows,
                                       right=("PARTITIONS", "MESSAGES"))))
     return "\n\n".join(blocks)
 

@@ -158,7 +158,11 @@ class RabbitConnection:
 
     def in_io_thread(self) -> bool:
         """True on the I/O thread, or on a thread doing I/O work under the I/O lock."""
-        return threading.get_ident() == self._io_ident or self._io_lock._is_owned()  # noqa: SLF001
+        # RLock._is_owned is private and untyped: it goes with the rewrite on pika's public API
+        # (issue 14 item 1)
+        if threading.get_ident() == self._io_ident:
+            return True
+        return self._io_lock._is_owned()  # type: ignore[attr-defined]  # noqa: SLF001
 
     def call_soon(self, fn: Callable[..., Any], *args: Any) -> None:
         """Run ``fn(*args)`` on the I/O thread (thread-safe)."""
@@ -347,11 +351,11 @@ class RabbitConnection:
                     f"{self.settings.virtual_host!r}: {message}")
             self._cond.notify_all()
         LOG.error("%r: cannot connect to %s: %s", self, where, message)
-        for user in list(self._users):
+        for channel_user in list(self._users):
             try:
-                user.io_connect_failed(error)
+                channel_user.io_connect_failed(error)
             except Exception:
-                LOG.exception("%r: %s failed handling a connection failure", self, user.name)
+                LOG.exception("%r: %s failed handling a connection failure", self, channel_user.name)
         self._io_schedule_reconnect()
 
     def _io_schedule_reconnect(self) -> None:
