@@ -1,6 +1,5 @@
 """Transports and servers as context managers: ``with`` cleans up, also when the block raises."""
 import threading
-import time
 
 import pytest
 from oslo_config import cfg
@@ -8,15 +7,8 @@ from oslo_config import cfg
 import notify_transport as nt
 from notify_transport import rpc
 from notify_transport.server import MessageHandlingServer
-from tests.unit.test_rpc_server import Driver, Endpoint, Request
+from tests.unit.test_rpc_server import Driver, Endpoint, Request, wait_until
 from notify_transport.transport import RPCTransport
-
-
-def wait_until(pred, timeout=10.0):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline and not pred():
-        time.sleep(0.01)
-    return pred()
 
 
 @pytest.fixture
@@ -72,7 +64,7 @@ def test_notification_listener_with_block_starts_then_stops_and_waits(conf):
             assert entered is server
             assert server.listener is not None          # started on entry
             notifier.info({}, "thing.created", {"n": 1})
-            assert wait_until(lambda: server.stats.as_dict()["received"] == 1)
+            assert wait_until(lambda: server.stats.as_dict()["received"] == 1, timeout=10)
             endpoint.release.set()                      # dispatched while __exit__ waits
         # stop() and wait() ran: what was received was dispatched, the listener released
         assert endpoint.got == [{"n": 1}]
@@ -103,7 +95,7 @@ def test_rpc_server_with_block_drains_requests(conf):
     with server:
         assert listener.started
         listener.put(blocked)
-        assert wait_until(lambda: server._idle == 0 or len(server._workers) > 1)
+        assert wait_until(lambda: server._idle == 0 or len(server._workers) > 1, timeout=10)
         threading.Timer(0.2, endpoint.release.set).start()
     assert blocked.replies == [("released", None)]      # __exit__ waited for it
     assert listener.cleaned
