@@ -34,7 +34,7 @@ decoding UDF: the pipeline reads this way.
 from __future__ import annotations
 
 import logging
-from typing import Iterator, Mapping, Sequence
+from typing import TYPE_CHECKING, Iterator, Mapping, Sequence
 
 from pyspark.sql.datasource import DataSource, DataSourceReader, DataSourceStreamReader, InputPartition
 from pyspark.sql.streaming.datasource import (ReadAllAvailable, ReadLimit, ReadMaxRows, ReadMinRows,
@@ -45,6 +45,9 @@ from pyspark.sql.types import (BinaryType, IntegerType, LongType, StringType, St
 from notify_transport.exceptions import ConfigurationError
 from notify_transport.pipeline import decode, kafka_io, offsets
 from notify_transport.pipeline.kafka_settings import KafkaSettings
+
+if TYPE_CHECKING:
+    from confluent_kafka.admin import AdminClient
 
 LOG = logging.getLogger(__name__)
 
@@ -129,9 +132,9 @@ class _KafkaReading:
     def __init__(self, options: SourceOptions, schema: StructType) -> None:
         self.options = options
         self.schema = schema
-        self._admin = None
+        self._admin: AdminClient | None = None
 
-    def _admin_client(self):
+    def _admin_client(self) -> AdminClient:
         if self._admin is None:
             self._admin = kafka_io.admin_client(self.options.kafka_config)
         return self._admin

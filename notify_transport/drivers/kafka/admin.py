@@ -58,7 +58,8 @@ class TopicAdmin:
     def client(self) -> AdminClient:
         with self._lock:
             if self._client is None:
-                self._client = AdminClient({**self._config, "logger": RDKAFKA_LOG,
+                # "logger" is a documented config key; the stubs allow only str/int/float values
+                self._client = AdminClient({**self._config, "logger": RDKAFKA_LOG,  # type: ignore[dict-item]
                                             "error_cb": self._on_error})
             return self._client
 

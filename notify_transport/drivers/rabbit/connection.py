@@ -372,11 +372,11 @@ class RabbitConnection:
                     f"{self.settings.virtual_host!r}: {message}")
             self._cond.notify_all()
         LOG.error("%r: cannot connect to %s: %s", self, where, message)
-        for user in list(self._users):
+        for channel_user in list(self._users):
             try:
-                user.io_connect_failed(error)
+                channel_user.io_connect_failed(error)
             except Exception:
-                LOG.exception("%r: %s failed handling a connection failure", self, user.name)
+                LOG.exception("%r: %s failed handling a connection failure", self, channel_user.name)
         self._io_schedule_reconnect()
 
     def _io_schedule_reconnect(self) -> None:
