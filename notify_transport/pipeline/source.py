@@ -146,8 +146,11 @@ class _KafkaReading:
     def _offsets(self, partitions: Sequence[offsets.TopicPartition], which: str) -> offsets.Offsets:
         return kafka_io.list_offsets(self._admin_client(), partitions, which, self.options.metadata_timeout)
 
-    def read(self, partition: KafkaInputPartition) -> Iterator:
+    def read(self, partition: InputPartition) -> Iterator:
         from pyspark.sql.pandas.types import to_arrow_schema
+
+        if not isinstance(partition, KafkaInputPartition):
+            raise TypeError(f"expected a KafkaInputPartition, got {type(partition).__name__}")
 
         options = self.options
         arrow_schema = to_arrow_schema(KAFKA_SCHEMA, timezone="UTC")

@@ -58,9 +58,10 @@ class TopicAdmin:
     def client(self) -> AdminClient:
         with self._lock:
             if self._client is None:
-                # "logger" is a documented config key; the stubs allow only str/int/float values
-                self._client = AdminClient({**self._config, "logger": RDKAFKA_LOG,  # type: ignore[dict-item]
-                                            "error_cb": self._on_error})
+                # "logger" and "error_cb" are documented config keys; the stubs allow
+                # only str/int/float values
+                config: dict[str, Any] = {**self._config, "logger": RDKAFKA_LOG, "error_cb": self._on_error}
+                self._client = AdminClient(config)
             return self._client
 
     def _on_error(self, err: KafkaError) -> None:

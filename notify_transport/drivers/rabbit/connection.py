@@ -101,8 +101,9 @@ class RabbitConnection:
         self.purpose = purpose
         #: Whether other threads may borrow the loop (run_locked, read_while_waiting).
         self._lending = ioloop.AVAILABLE
-        self._services: Any = ioloop.LendingIOServices() if self._lending else None
-        self._ioloop: Any = self._services.loop if self._lending else IOLoop()
+        services = ioloop.LendingIOServices() if self._lending else None
+        self._services = services
+        self._ioloop: Any = services.loop if services is not None else IOLoop()
         self._thread = threading.Thread(target=self._run, name=f"rabbit-{purpose}-io", daemon=True)
         self._io_ident: int | None = None
         self._conn: pika.SelectConnection | None = None
