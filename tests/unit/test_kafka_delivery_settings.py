@@ -197,9 +197,13 @@ def test_driver_picks_the_policy_and_side_topics():
     try:
         plain = listen(driver)
         assert type(plain.policy) is CommitBeforeDispatch and plain.policy.requeuer is None
-        assert plain.retry_topics == [] and plain.dead_letter_topics == [] and not plain.runs_processing
+        assert plain.retry_topics == [] and plain.dead_letter_topics == []
+        assert plain.executor(batch=False) is None  # dispatched inline by the server
         alo = listen(driver, delivery_mode="at_least_once", workers=3)
-        assert isinstance(alo.policy, AtLeastOnce) and alo.runs_processing
+        assert isinstance(alo.policy, AtLeastOnce) and alo.executor(batch=False) is alo
+        with pytest.raises(ConfigurationError, match="workers > 1"):
+            alo.executor(batch=True)  # a batch listener cannot use ordered workers
+        assert listen(driver, delivery_mode="at_least_once").executor(batch=True) is None
         assert alo.retry_topics == ["n.info.vh.retry.pool"]
         assert alo.dead_letter_topics == ["n.info.vh.dlq"]
         assert alo._config["enable.auto.commit"] is False

@@ -30,7 +30,7 @@ from notify_transport.drivers.kafka import client_check, config as kafka_config
 from notify_transport.drivers.kafka.admin import TopicAdmin
 from notify_transport.drivers.kafka.atleastonce import AtLeastOnce
 from notify_transport.drivers.kafka.commit import AutoCommit, CommitBeforeDispatch, CommitPolicy
-from notify_transport.drivers.kafka.consumer import KafkaListener
+from notify_transport.drivers.kafka.consumer import HAND_OUT_CHUNK, KafkaListener
 from notify_transport.drivers.kafka.counters import DeliveryCounters
 from notify_transport.drivers.kafka.deadletter import SideProducer
 from notify_transport.drivers.kafka.naming import SendTopics, kafka_topic, validate
@@ -147,7 +147,9 @@ class KafkaDriver(BaseDriver):
             start_timeout=self._start_timeout, settings=settings,
             retry_topics=requeuer.retry_topics(topics) if requeuer else [],
             dead_letter_topics=requeuer.dead_letter_topics(topics) if requeuer else [],
-            side=side, counters=counters)
+            side=side, counters=counters,
+            # one message per dispatch: hand large takes out in pieces (never to batch listeners)
+            hand_out_chunk=HAND_OUT_CHUNK if batch_size == 1 else None)
         with self._listeners_lock:
             self._listeners = [lst for lst in self._listeners if not lst.closed]
             self._listeners.append(listener)
