@@ -30,7 +30,7 @@ from typing import Any, Iterable, Sequence
 from oslo_config import cfg
 from stevedore import named
 
-from notify_transport.drivers.base import PRIORITIES
+from notify_transport.drivers.naming import PRIORITIES
 from notify_transport.drivers.config import register_opts
 from notify_transport.drivers.kafka.options import delivery_opts
 from notify_transport.drivers.kafka.settings import EXTRA_KEYWORDS, OPTION_NAMES

@@ -10,11 +10,12 @@ import abc
 import threading
 from typing import Any, Callable, Iterable, Protocol, Sequence
 
+from notify_transport.drivers.naming import PRIORITIES
 from notify_transport.exceptions import NotSupported
 from notify_transport.target import Target
 
-#: Priorities in oslo.messaging's order; topics use the lower-case names.
-PRIORITIES = ("audit", "debug", "info", "warn", "error", "critical", "sample")
+#: Kept importable from here for drivers written against it; defined in :mod:`.naming`.
+__all__ = ["PRIORITIES", "BaseDriver", "Executor", "IncomingMessage", "Listener"]
 
 
 class IncomingMessage:

@@ -20,7 +20,7 @@ import string
 from typing import Any, Sequence
 
 from notify_transport.drivers.kafka.settings import DEFAULT_DEAD_LETTER_TOPIC, DEFAULT_RETRY_TOPIC, DISABLED
-from notify_transport.pipeline.topics import parse_topic
+from notify_transport.drivers.naming import parse_topic
 
 NOTIFICATION, RETRY, DEAD_LETTER, OTHER = "notification", "retry", "dead-letter", "other"
 

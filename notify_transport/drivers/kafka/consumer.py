@@ -34,13 +34,13 @@ from confluent_kafka import (OFFSET_BEGINNING, OFFSET_END, KafkaError, KafkaExce
 
 from notify_transport.drivers.base import IncomingMessage, Listener
 from notify_transport.drivers.envelope import decode_notification
-from notify_transport.drivers.kafka.admin import TopicAdmin
+from notify_transport.drivers.kafka.cluster import ClusterAdmin
 from notify_transport.drivers.kafka.commit import CommitPolicy
 from notify_transport.drivers.kafka.config import RDKAFKA_LOG, redact
 from notify_transport.drivers.kafka.counters import DeliveryCounters
 from notify_transport.drivers.kafka.deadletter import SideProducer
 from notify_transport.drivers.kafka.message import KafkaMessage
-from notify_transport.drivers.kafka.positions import committed_and_lag, resolve_offsets
+from notify_transport.drivers.kafka.positions import resolve_offsets
 from notify_transport.drivers.kafka.reporting import RateLimitedLog
 from notify_transport.drivers.kafka.retry import DelayGate
 from notify_transport.drivers.kafka.settings import ListenerSettings
@@ -74,7 +74,7 @@ class KafkaListener(Listener):
     """A driver listener over one consumer; see the module docstring for its guarantees."""
 
     def __init__(self, config: dict[str, Any], topics: list[str], policy: CommitPolicy, *,
-                 admin: TopicAdmin | None = None, max_poll_records: int = 500,
+                 admin: ClusterAdmin | None = None, max_poll_records: int = 500,
                  consumer_timeout: float = 1.0, start_timeout: float = 30.0,
                  operation_timeout: float = 10.0, settings: ListenerSettings | None = None,
                  retry_topics: list[str] | None = None,
@@ -567,8 +567,7 @@ class KafkaListener(Listener):
         if self._admin is None or not partitions or self.closed:
             return committed, {}
         try:
-            found, lag = committed_and_lag(self._admin.client(), self.group_id, partitions,
-                                           self._op_timeout)
+            found, lag = self._admin.committed_and_lag(self.group_id, partitions)
         except Exception as exc:  # noqa: BLE001 - metrics must not break the caller
             LOG.debug("%s: metrics: %s", self.name, exc)
             return committed, {}

@@ -27,7 +27,7 @@ from notify_transport.drivers import envelope
 from notify_transport.drivers.base import BaseDriver, Listener
 from notify_transport.drivers.config import resolve_options
 from notify_transport.drivers.kafka import client_check, config as kafka_config
-from notify_transport.drivers.kafka.admin import TopicAdmin
+from notify_transport.drivers.kafka.cluster import ClusterAdmin
 from notify_transport.drivers.kafka.atleastonce import AtLeastOnce
 from notify_transport.drivers.kafka.commit import AutoCommit, CommitBeforeDispatch, CommitPolicy
 from notify_transport.drivers.kafka.consumer import HAND_OUT_CHUNK, KafkaListener
@@ -82,7 +82,7 @@ class KafkaDriver(BaseDriver):
         self._producer = NotificationProducer(producer_conf, self.opts.producer_queue_timeout,
                                               self.opts.flush_timeout, url.redacted())
         self._send = self._producer.send
-        self._admin = TopicAdmin(kafka_config.admin_config(url, self.opts), self.opts.topic_partitions,
+        self._admin = ClusterAdmin(kafka_config.admin_config(url, self.opts), self.opts.topic_partitions,
                                  self.opts.topic_replication_factor,
                                  timeout=min(10.0, self._start_timeout))
         self._listeners: list[KafkaListener] = []
