@@ -6,9 +6,9 @@ import threading
 
 from confluent_kafka import KafkaError, KafkaException, Message
 
-from notify_transport.drivers.kafka.commit import CommitBeforeDispatch
+from notify_transport.drivers.kafka.delivery.commit import CommitBeforeDispatch
 from notify_transport.drivers.kafka.consumer import KafkaListener
-from notify_transport.drivers.kafka.hooks import ListenerHooks
+from notify_transport.drivers.kafka.delivery.hooks import ListenerHooks
 from notify_transport.drivers.envelope import encode
 
 

@@ -31,7 +31,8 @@ CHILD = textwrap.dedent("""
     import concurrent.futures, json, sys, threading, time
     from eventlet import patcher
     from notify_transport.drivers import base
-    from notify_transport.drivers.kafka import cluster, commit, driver, producer, reader, workers
+    from notify_transport.drivers.kafka import cluster, driver, producer, reader
+    from notify_transport.drivers.kafka.delivery import commit, workers
     from notify_transport.integrations import eventlet_support
     from notify_transport.integrations.oslo_messaging import NtKafkaDriver
 

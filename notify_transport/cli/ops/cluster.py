@@ -4,7 +4,7 @@ Built on the transport the public API makes from the URL, so the scheme, the
 vhost, the ``[oslo_messaging_kafka]`` options (SASL, TLS, ...) and the URL
 query mean exactly what they mean to the driver: the librdkafka
 configuration comes from the driver's own builder
-(:mod:`notify_transport.drivers.kafka.config`) and topic names from its
+(:mod:`notify_transport.drivers.kafka.client_properties`) and topic names from its
 naming (``KafkaDriver.kafka_topics``). A pool is a consumer group.
 """
 from __future__ import annotations
@@ -20,7 +20,7 @@ from confluent_kafka import KafkaError, KafkaException
 from oslo_config import cfg
 
 from notify_transport.cli.common import configured_url, load_conf
-from notify_transport.drivers.kafka import config as kafka_config
+from notify_transport.drivers.kafka import client_properties
 from notify_transport.drivers.kafka.cluster import (NO_OFFSET, UNREACHABLE, ClusterAdmin, ClusterError,
                                                     ClusterUnavailable, GroupInfo, Member, Partition)
 from notify_transport.drivers.kafka.driver import KafkaDriver
@@ -46,7 +46,7 @@ class KafkaCluster(ClusterAdmin):
             raise ConfigurationError(
                 f"this command works on Kafka only; {transport.url.redacted()} uses the "
                 f"{transport.url.transport!r} driver (give a kafka:// transport URL)")
-        admin_conf = kafka_config.admin_config(driver.url, driver.opts)
+        admin_conf = client_properties.admin_config(driver.url, driver.opts)
         admin_conf["socket.connection.setup.timeout.ms"] = max(1000, int(timeout * 1000))
         super().__init__(admin_conf, timeout=timeout, logger=RDKAFKA_LOG)
         self.transport = transport
@@ -74,7 +74,7 @@ class KafkaCluster(ClusterAdmin):
         ``extra`` is more librdkafka configuration.
         """
         group = f"notify-transport-{name}-{uuid.uuid4().hex[:12]}"
-        conf = kafka_config.consumer_config(self.driver.url, self.driver.opts, group)
+        conf = client_properties.consumer_config(self.driver.url, self.driver.opts, group)
         conf.update({"enable.auto.commit": False, "enable.auto.offset.store": False,
                      "logger": RDKAFKA_LOG, "error_cb": error_cb or self._log_client_error, **extra})
         try:

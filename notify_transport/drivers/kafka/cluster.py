@@ -23,7 +23,7 @@ from typing import Any, Iterable, Mapping, Sequence
 from confluent_kafka import ConsumerGroupTopicPartitions, KafkaError, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic, OffsetSpec
 
-from notify_transport.drivers.kafka.config import RDKAFKA_LOG
+from notify_transport.drivers.kafka.client_properties import RDKAFKA_LOG
 from notify_transport.exceptions import MessagingException
 
 LOG = logging.getLogger(__name__)
@@ -104,7 +104,7 @@ class ClusterAdmin:
     """A lazily created AdminClient and every cluster operation of the package.
 
     ``config`` is the librdkafka configuration (from
-    :func:`~notify_transport.drivers.kafka.config.admin_config`);
+    :func:`~notify_transport.drivers.kafka.client_properties.admin_config`);
     ``partitions`` and ``replication_factor`` are those of created topics;
     ``logger`` gets librdkafka's own log lines. Safe to share between threads.
     """

@@ -13,11 +13,11 @@ What it guarantees, whatever the commit policy:
   skipped;
 * transient errors are logged, fatal ones raised.
 
-When offsets are committed is the :mod:`.commit` policy's business. The
+When offsets are committed is the :mod:`.delivery.commit` policy's business. The
 delivery features sit around the loop: retried records wait in a
-:class:`~.retry.DelayGate` until due, records that cannot be decoded go to the
+:class:`~.delivery.retry.DelayGate` until due, records that cannot be decoded go to the
 dead-letter topic when one is configured, ``submit()`` runs each dispatch
-(inline or on ordered :mod:`.workers`) with the lifecycle :mod:`.hooks`, and
+(inline or on ordered :mod:`.delivery.workers`) with the lifecycle :mod:`.delivery.hooks`, and
 ``drain()``/``abort()`` give graceful and abrupt stops.
 """
 from __future__ import annotations
@@ -35,16 +35,16 @@ from confluent_kafka import (OFFSET_BEGINNING, OFFSET_END, KafkaError, KafkaExce
 from notify_transport.drivers.base import IncomingMessage, Listener
 from notify_transport.drivers.envelope import decode_notification
 from notify_transport.drivers.kafka.cluster import ClusterAdmin
-from notify_transport.drivers.kafka.commit import CommitPolicy
-from notify_transport.drivers.kafka.config import RDKAFKA_LOG, redact
-from notify_transport.drivers.kafka.counters import DeliveryCounters
-from notify_transport.drivers.kafka.deadletter import SideProducer
+from notify_transport.drivers.kafka.delivery.commit import CommitPolicy
+from notify_transport.drivers.kafka.client_properties import RDKAFKA_LOG, redact
+from notify_transport.drivers.kafka.delivery.counters import DeliveryCounters
+from notify_transport.drivers.kafka.delivery.deadletter import SideProducer
 from notify_transport.drivers.kafka.message import KafkaMessage
 from notify_transport.drivers.kafka.positions import resolve_offsets
 from notify_transport.drivers.kafka.reporting import RateLimitedLog
-from notify_transport.drivers.kafka.retry import DelayGate
-from notify_transport.drivers.kafka.settings import ListenerSettings
-from notify_transport.drivers.kafka.workers import OrderedWorkers, worker_index
+from notify_transport.drivers.kafka.delivery.retry import DelayGate
+from notify_transport.drivers.kafka.delivery.settings import ListenerSettings
+from notify_transport.drivers.kafka.delivery.workers import OrderedWorkers, worker_index
 from notify_transport.exceptions import (ConfigurationError, DecodeError, MessagingException,
                                          MessagingTimeout)
 
