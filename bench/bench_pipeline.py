@@ -10,15 +10,19 @@ One run, one broker, one topic of N oslo ``messagingv2`` notifications
 - ``spark source``: the ``notify_kafka`` streaming source into Spark's
   ``noop`` sink (availableNow);
 - ``spark source + decode``: the same through the Arrow decode UDF;
-- ``archive job``, ``stats job`` and ``pipeline (both jobs)``: the streaming
-  jobs as ``pipeline run --once`` runs them, each from an empty checkpoint.
+- ``archive job``, ``stats job`` and ``pipeline (both jobs)``: the pipeline
+  as ``pipeline run --once`` runs it (``--jobs archive``, ``stats``, both),
+  each from an empty checkpoint; the source decodes where it reads;
+- ``run with nothing new`` and ``run with N new`` (``--incremental``, default
+  5000): two more runs on the checkpoint of ``pipeline (both jobs)``, the
+  fixed cost of a scheduled run and an incremental one.
 
 Spark phases run after a warm-up on a small topic (JVM and Python worker
 start-up, reported as ``cold start``). Prints a table with each rate and its
 ratio to the raw consume rate and writes JSON. Bounded by ``--max-seconds``;
 topics, outputs and the broker it started are removed at the end.
 
-    python bench/bench_pipeline.py --messages 50000
+    python bench/bench_pipeline.py --messages 200000 --phases raw,pipeline,incremental
     NOTIFY_TRANSPORT_KAFKA_BOOTSTRAP=host:9092 python -m bench.bench_pipeline
 """
 from __future__ import annotations
@@ -118,6 +122,16 @@ def produce(bootstrap: str, topic: str, partitions: int, count: int) -> float:
     return count / (time.perf_counter() - started)
 
 
+def produce_more(bootstrap: str, topic: str, partitions: int, count: int) -> None:
+    """Append ``count`` notifications to an existing topic."""
+    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 20, "batch.size": 1 << 20})
+    for i in range(count):
+        producer.produce(topic, notification(i), partition=i % partitions)
+        producer.poll(0)
+    if producer.flush(60):
+        raise RuntimeError("produce failed")
+
+
 def raw_consume(bootstrap: str, topic: str, partitions: int, count: int, timeout: float,
                 decode: bool = False) -> tuple[int, float]:
     """Records read (and decoded) from offset 0 of every partition, and the seconds it took."""
@@ -147,7 +161,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--master", default="local[2]")
     parser.add_argument("--max-seconds", type=float, default=420.0, help="bound of the whole run")
     parser.add_argument("--json", type=Path, default=DEFAULT_JSON)
-    parser.add_argument("--phases", default="raw,raw_decode,source,source_decode,archive,stats,pipeline")
+    parser.add_argument("--phases",
+                        default="raw,raw_decode,source,source_decode,archive,stats,pipeline,incremental")
+    parser.add_argument("--incremental", type=int, default=5000,
+                        help="new records for the incremental run (after the pipeline phase)")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
     logging.getLogger("py4j").setLevel(logging.WARNING)
@@ -271,7 +288,29 @@ def _spark_phases(args, bootstrap: str, base: str, warm_base: str, work: Path, b
             continue
         fixed_rows, fixed_seconds = run(small)
         record(label, *run(big), fixed=(fixed_rows, fixed_seconds))
+    if "incremental" in wanted and "pipeline" in wanted and budget.left() >= 45:
+        _incremental_phases(args, bootstrap, base, budget, results, pipeline, big)
     return spark
+
+
+def _incremental_phases(args, bootstrap: str, base: str, budget: Budget, results: dict, pipeline, big) -> None:
+    """Runs after the full pipeline run, on its checkpoint: one with nothing new, one with new records."""
+    started = time.perf_counter()
+    rows, _ = pipeline("pipeline", ("archive", "stats"), big)
+    seconds = time.perf_counter() - started
+    results["phases"]["run with nothing new"] = {"rows": 0, "seconds": round(seconds, 3), "rate": 0.0,
+                                                 "complete": rows == args.messages}
+    LOG.info("%-26s %8d rows %8.2f s", "run with nothing new", 0, seconds)
+    produce_more(bootstrap, f"{base}.info", args.partitions, args.incremental)
+    started = time.perf_counter()
+    rows, _ = pipeline("pipeline", ("archive", "stats"), big)
+    seconds = time.perf_counter() - started
+    complete = rows == args.messages + args.incremental
+    results["phases"][f"run with {args.incremental} new"] = {
+        "rows": args.incremental, "seconds": round(seconds, 3), "rate": round(args.incremental / seconds, 1),
+        "complete": complete}
+    LOG.info("%-26s %8d rows %8.2f s%s", f"run with {args.incremental} new", args.incremental, seconds,
+             "" if complete else "  (INCOMPLETE)")
 
 
 def _print_table(results: dict) -> None:

@@ -3,11 +3,14 @@
     python -m bench.profile_hot send   [--impl ours|oslo|raw] [--count N]
     python -m bench.profile_hot listen [--impl ours|oslo|raw] [--count N]
     python -m bench.profile_hot rpc    [--impl ours|oslo|raw] [--count N]
+    python -m bench.profile_hot build  [--count N]
     ... --py-spy               # sample every thread with py-spy, print the top frames
 
 ``send`` times Notifier.info (or raw produce) plus the final flush; ``listen``
 dispatches a pre-filled topic through the listener API; ``rpc`` makes
-sequential calls to a server running in a worker process. Each prints the
+sequential calls to a server running in a worker process; ``build`` times
+Notifier.info on the ``noop`` driver (no broker) with the notifier's id pool
+and cached clock, then with a UUID and a datetime made per notification. Each prints the
 rate, the CPU time per message (the sending thread's for ``send`` and
 ``rpc``, the whole process's for ``listen``) and, with ``--py-spy``, the
 functions where samples fell (inclusive and self), restricted to the threads
@@ -129,7 +132,64 @@ def _rpc(impl: str, count: int) -> dict:
             "client_thread_cpu_us_per_call": cpu / count * 1e6}
 
 
-PATHS = {"send": (_send, 30_000), "listen": (_listen, 30_000), "rpc": (_rpc, 2_000)}
+def _build(impl: str, count: int) -> dict:
+    """Notifier.info on the ``noop`` driver: what building a notification costs, no broker.
+
+    Measures the notifier's process-wide message id pool and cached clock against
+    the same notifier making ``str(uuid.uuid4())`` and ``str(datetime.utcnow())``
+    per notification (as oslo.messaging does): the row that justifies keeping
+    them as module state (see notify_transport/notify/notifier.py). ``--impl``
+    is ignored: both variants are ours.
+    """
+    import datetime
+
+    from oslo_config import cfg
+
+    import notify_transport as nt
+    from notify_transport.notify import notifier as notifier_module
+
+    from bench.payload import EVENT_TYPE, PUBLISHER_ID, context_dict, make_context, make_payload
+
+    conf = cfg.ConfigOpts()
+    conf([])
+
+    def per_call_id() -> str:
+        return str(uuid.uuid4())
+
+    def per_call_clock() -> str:
+        return str(datetime.datetime.now(datetime.timezone.utc).replace(tzinfo=None))
+
+    def measure(per_call: bool) -> float:
+        with nt.get_notification_transport(conf, "fake:///") as transport:
+            notifier = nt.Notifier(transport, PUBLISHER_ID, driver="noop", topics=["profile"])
+            if per_call:
+                notifier._clock = per_call_clock
+            ctxt = context_dict(make_context())
+            payload = make_payload(make_context())
+            for _ in range(1000):
+                notifier.info(ctxt, EVENT_TYPE, payload)
+            best = float("inf")
+            for _ in range(5):
+                cpu0 = time.thread_time()
+                for _ in range(count):
+                    notifier.info(ctxt, EVENT_TYPE, payload)
+                best = min(best, (time.thread_time() - cpu0) / count)
+        return best * 1e9
+
+    pooled = measure(per_call=False)
+    saved = notifier_module.new_message_id
+    notifier_module.new_message_id = per_call_id
+    try:
+        per_call = measure(per_call=True)
+    finally:
+        notifier_module.new_message_id = saved
+    return {"pooled_ids_cached_clock_ns_per_msg": round(pooled),
+            "uuid4_and_datetime_per_call_ns_per_msg": round(per_call),
+            "saved_ns_per_msg": round(per_call - pooled)}
+
+
+PATHS = {"send": (_send, 30_000), "listen": (_listen, 30_000), "rpc": (_rpc, 2_000),
+         "build": (_build, 100_000)}
 
 
 def summarize_folded(path: str, must_contain: str = "", top: int = 25) -> str:
@@ -178,6 +238,7 @@ def main(argv: list[str] | None = None) -> int:
                "bench.profile_hot", args.path, "--impl", args.impl, "--count", str(count)]
         subprocess.run(cmd, env=env, check=True)
         default_filter = {"send": "Sender.send (bench/kafka_impls.py", "rpc": "RpcClient.call (bench/",
+                          "build": "measure (bench/profile_hot.py",
                           "listen": "Thread._bootstrap"}[args.path]
         print(summarize_folded(out, args.filter if args.filter is not None else default_filter))
         return 0

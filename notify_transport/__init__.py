@@ -2,6 +2,8 @@
 
 The public names, shaped like oslo.messaging's so that migrating is an import change.
 """
+from importlib import metadata as _metadata
+
 from notify_transport.exceptions import (ConfigurationError, DecodeError, DriverLoadFailure,
                                          InvalidTarget, InvalidTransportURL, MessageDeliveryFailure,
                                          MessagingException, MessagingServerError, MessagingTimeout,
@@ -19,7 +21,13 @@ from notify_transport.transport import (NotificationTransport, RPCTransport, Tra
 from notify_transport.transport import TransportOptions, set_transport_defaults
 from notify_transport.url import TransportHost, TransportURL
 
+try:  # setup.cfg is the one source of the version; installed metadata carries it
+    __version__ = _metadata.version("notify-transport")
+except _metadata.PackageNotFoundError:  # a bare checkout on sys.path, never installed
+    __version__ = "0+unknown"
+
 __all__ = [
+    "__version__",
     "ConfigurationError", "DecodeError", "DriverLoadFailure", "InvalidTarget", "InvalidTransportURL",
     "MessageDeliveryFailure", "MessagingException", "MessagingServerError", "MessagingTimeout",
     "NotSupported", "ServerListenError",

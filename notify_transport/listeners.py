@@ -207,8 +207,9 @@ class _Refiltered:
 
 def _build(plugin: Any, conf: cfg.ConfigOpts) -> Any:
     """Instantiate the class or call the factory, passing ``conf`` when it takes an argument."""
+    params: list[inspect.Parameter]
     try:
-        params = inspect.signature(plugin).parameters.values()
+        params = list(inspect.signature(plugin).parameters.values())
     except (TypeError, ValueError):  # a builtin without a signature: call it bare
         params = []
     positional = [p for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD, p.VAR_POSITIONAL)]

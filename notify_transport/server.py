@@ -6,19 +6,21 @@ import abc
 from typing import Any
 
 from notify_transport.exceptions import ExecutorLoadFailure, MessagingServerError, ServerListenError
+from notify_transport.lifecycle import ServerContext
 from notify_transport.notify.listener import NotificationServer
 from notify_transport.rpc.server import RPCServer
 
 __all__ = ["ExecutorLoadFailure", "MessageHandlingServer", "MessagingServerError", "ServerListenError"]
 
 
-class MessageHandlingServer(abc.ABC):
+class MessageHandlingServer(ServerContext, abc.ABC):
     """What every server offers: ``start()``, ``stop()``, ``wait()``, ``reset()``.
 
     :class:`~notify_transport.rpc.RPCServer` and
     :class:`~notify_transport.notify.NotificationServer` are registered as
     its subclasses, so ``isinstance(server, MessageHandlingServer)`` holds. A
-    subclass written for oslo.messaging gets the same constructor.
+    subclass written for oslo.messaging gets the same constructor, and every
+    server is a context manager (``with server:`` starts, then stops and waits).
     """
 
     def __init__(self, transport: Any, dispatcher: Any, executor: str | None = "threading") -> None:

@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import logging
 from importlib import metadata as importlib_metadata
-from typing import Any, Iterable
+from types import TracebackType
+from typing import Any, Iterable, TypeVar
 
 from oslo_config import cfg
 from stevedore import driver as sv_driver
@@ -27,6 +28,8 @@ __all__ = ["DriverLoadFailure", "InvalidTransportURL", "Transport", "TransportHo
 LOG = logging.getLogger(__name__)
 
 DRIVER_NAMESPACE = "notify_transport.drivers"
+
+_T = TypeVar("_T", bound="Transport")
 
 
 def set_transport_defaults(control_exchange: str) -> None:
@@ -55,7 +58,12 @@ def installed_drivers() -> list[str]:
 
 
 class Transport:
-    """A loaded driver plus the URL it was made from."""
+    """A loaded driver plus the URL it was made from.
+
+    ``with get_notification_transport(conf) as transport:`` calls
+    :meth:`cleanup` on leaving the block (pending sends flushed, connections
+    closed), also when the block raised.
+    """
 
     def __init__(self, driver: BaseDriver) -> None:
         self._driver = driver
@@ -106,6 +114,13 @@ class Transport:
         """Flush pending sends and close connections."""
         self._driver.cleanup()
 
+    def __enter__(self: _T) -> _T:
+        return self
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        self.cleanup()
+
 
 class NotificationTransport(Transport):
     """A transport used for notifications."""
@@ -124,7 +139,7 @@ def load_driver(conf: cfg.ConfigOpts, url: TransportURL,
                   allowed_remote_exmods=list(allowed_remote_exmods or []))
     try:
         mgr = sv_driver.DriverManager(DRIVER_NAMESPACE, url.transport, invoke_on_load=True,
-                                      invoke_args=[conf, url], invoke_kwds=kwargs,
+                                      invoke_args=(conf, url), invoke_kwds=kwargs,
                                       on_load_failure_callback=_raise_load_failure)
     except NoMatches:
         raise DriverLoadFailure(
@@ -133,7 +148,11 @@ def load_driver(conf: cfg.ConfigOpts, url: TransportURL,
             f"installed drivers: {', '.join(installed_drivers()) or 'none'}") from None
     except RuntimeError as exc:  # stevedore's "multiple drivers" error
         raise DriverLoadFailure(url.transport, str(exc)) from None
-    return mgr.driver
+    driver = mgr.driver
+    if not isinstance(driver, BaseDriver):
+        raise DriverLoadFailure(url.transport, f"{type(driver).__name__} registered under "
+                                f"{DRIVER_NAMESPACE!r} is not a notify_transport.drivers.base.BaseDriver")
+    return driver
 
 
 def _raise_load_failure(manager: Any, entrypoint: Any, exc: BaseException) -> None:

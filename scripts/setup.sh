@@ -32,6 +32,10 @@ case ",$EXTRAS," in
   *,spark,*)
     if ! java -version 2>&1 | grep -qE 'version "(17|21)'; then
       apt_install openjdk-17-jre-headless
+    fi
+    # the pipeline report's browser test renders the page in headless Chromium
+    if ! command -v chromium >/dev/null 2>&1 && ! command -v chromium-browser >/dev/null 2>&1; then
+      apt_install chromium || log "chromium not installed: the report's browser test will be skipped"
     fi ;;
 esac
 log "done: $VENV"

@@ -29,7 +29,7 @@ def _csv_list(value: str) -> list[str]:
 
 
 #: The extra the pipeline needs, and the modules it brings.
-EXTRA, EXTRA_MODULES = "spark", ("pyspark", "matplotlib")
+EXTRA, EXTRA_MODULES = "spark", ("pyspark", "matplotlib", "jinja2")
 
 DESCRIPTION = """\
 'pipeline run' reads notifications from Kafka (a kafka:// transport URL, vhost
@@ -198,6 +198,8 @@ def _run(args: argparse.Namespace) -> int:
         max_per_trigger=args.max_records_per_trigger,
         fail_on_data_loss=not args.no_fail_on_data_loss)
     log_level = "INFO" if LOG.isEnabledFor(logging.DEBUG) else "ERROR"
+    if not jobs.PROGRESS_LOG.isEnabledFor(logging.INFO):  # progress lines show without -v
+        jobs.PROGRESS_LOG.setLevel(logging.INFO)
     spark = build_session(args.master, shuffle_partitions=args.shuffle_partitions,
                           extra_conf=_spark_conf(args.spark_conf), log_level=log_level)
     LOG.info("Pipeline on %s: %s -> %s", spark.sparkContext.master, settings.describe(), output)

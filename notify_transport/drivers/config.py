@@ -47,7 +47,8 @@ def _check_shared(conf: cfg.ConfigOpts, opt: cfg.Opt, group: str | None) -> None
     """
     value = getattr(conf[group] if group else conf, opt.dest)
     ours = opt.type(opt.default) if isinstance(opt.default, str) and opt.type else opt.default
-    location = conf.get_location(opt.dest, group).location
+    info = conf.get_location(opt.dest, group)
+    location = info.location if info is not None else None
     same = True
     if location is cfg.Locations.opt_default:
         same = value == ours

@@ -133,7 +133,7 @@ def _parse(raw: bytes | bytearray | str, what: str) -> Any:
         raise DecodeError(f"{what}: {exc}") from None
 
 
-def unwrap(raw: bytes | str | dict) -> dict:
+def unwrap(raw: bytes | str | dict | None) -> dict:
     """Parse wire bytes (or an already parsed body) and remove the 2.0 envelope."""
     body = _parse(raw, "not JSON") if isinstance(raw, (bytes, bytearray, str)) else raw
     if type(body) is not dict and not isinstance(body, dict):
@@ -199,7 +199,7 @@ def _unexpected(exc: BaseException) -> str:
     return f"cannot decode: {type(exc).__name__}: {str(exc)[:200]}"
 
 
-def decode_notification(raw: bytes | str | dict) -> tuple[dict, dict]:
+def decode_notification(raw: bytes | str | dict | None) -> tuple[dict, dict]:
     """Like :func:`decode`, and check the message looks like a notification.
 
     Whatever ``raw`` holds, the outcome is a notification or a
@@ -214,7 +214,7 @@ def decode_notification(raw: bytes | str | dict) -> tuple[dict, dict]:
         raise DecodeError(_unexpected(exc)) from None
 
 
-def _decode_notification(raw: bytes | str | dict) -> tuple[dict, dict]:
+def _decode_notification(raw: bytes | str | dict | None) -> tuple[dict, dict]:
     if type(raw) is bytes and orjson is not None:
         # the common case in one go: a 2.0 envelope around a notification with a
         # ``_context`` dict and nothing else; anything unusual takes the general path

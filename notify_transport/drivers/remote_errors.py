@@ -66,6 +66,8 @@ def deserialize_remote_exception(data: str, allowed_remote_exmods: Iterable[str]
     if module != _BUILTINS and module not in list(allowed_remote_exmods):
         return RemoteError(name, failure.get("message"), trace)
     try:
+        if not isinstance(name, str):
+            raise TypeError(f"the failure names no exception class ({name!r})")
         __import__(module)
         klass = getattr(sys.modules[module], name)
         if not (isinstance(klass, type) and issubclass(klass, Exception)):

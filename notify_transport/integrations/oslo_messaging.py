@@ -191,7 +191,9 @@ class NotificationPollListener(oslo_base.PollStyleListener):
             taken = self._offload(self.listener.poll, timeout=wait, max_messages=count)
             return [OsloNotification(m, self._offload) for m in taken]
         except Exception as exc:  # noqa: BLE001 - oslo's poll must not raise
-            self._errors.log(logging.ERROR, type(exc), "%r: polling failed, retrying: %s", self, exc)
+            # a class is hashable; mypy does not see type[Exception] as Hashable
+            self._errors.log(logging.ERROR, type(exc),  # type: ignore[arg-type]
+                             "%r: polling failed, retrying: %s", self, exc)
             self._stopped.wait(min(wait, POLL_SLICE))
             return []
 

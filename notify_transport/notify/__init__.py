@@ -1,4 +1,5 @@
 """Notifications: the notifier and the listeners (``oslo_messaging.notify``)."""
+from notify_transport.notify.counters_log import CountersLog
 from notify_transport.notify.dispatcher import NotificationResult
 from notify_transport.notify.drivers import Driver
 from notify_transport.notify.filter import NotificationFilter
@@ -13,4 +14,5 @@ from notify_transport.transport import get_notification_transport
 __all__ = ["Notifier", "NotificationFilter", "NotificationResult", "NotificationServer",
            "get_notification_listener", "get_batch_notification_listener",
            "BatchNotificationServer", "NotificationServerBase", "Driver", "LoggingNotificationHandler",
-           "LoggingErrorNotificationHandler", "PublishErrorsHandler", "get_notification_transport"]
+           "LoggingErrorNotificationHandler", "PublishErrorsHandler", "get_notification_transport",
+           "CountersLog"]

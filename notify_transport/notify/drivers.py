@@ -198,10 +198,15 @@ def load_drivers(names: list[str], conf: Any, topics: list[str], transport: Any)
     manager = named.NamedExtensionManager(
         NAMESPACE, names=names, invoke_on_load=True, invoke_args=(conf, topics, transport),
         name_order=True, on_load_failure_callback=failed)
-    loaded = {ext.name: ext.obj for ext in manager}
+    loaded: dict[str, Driver] = {}
+    for ext in manager:
+        if ext.obj is None:  # invoke_on_load: stevedore made it, unless the factory returned None
+            raise ConfigurationError(f"Notification driver {ext.name!r} built nothing")
+        loaded[ext.name] = ext.obj
     missing = [n for n in names if n not in loaded]
     if missing:
-        known = sorted(ext.name for ext in extension.ExtensionManager(NAMESPACE))
+        installed: extension.ExtensionManager[Any] = extension.ExtensionManager(NAMESPACE)
+        known = sorted(e.name for e in installed)
         raise ConfigurationError(f"Unknown notification driver(s) {', '.join(map(repr, missing))}; "
                                  f"installed: {', '.join(known)}")
     return loaded

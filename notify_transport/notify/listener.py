@@ -14,6 +14,7 @@ from typing import Any, Iterable, Sequence
 
 from notify_transport.drivers.base import Executor, IncomingMessage, Listener
 from notify_transport.exceptions import ConfigurationError, ExecutorLoadFailure, ServerListenError
+from notify_transport.lifecycle import ServerContext
 from notify_transport.notify.dispatcher import (BatchNotificationDispatcher, NotificationDispatcher,
                                                 NotificationResult)
 from notify_transport.notify.stats import ListenerStats
@@ -33,8 +34,12 @@ _MAX_BACKOFF = 5.0
 DISPATCH_POLL_SIZE = 500
 
 
-class NotificationServer:
-    """Owns one driver listener and the thread that dispatches what it receives."""
+class NotificationServer(ServerContext):
+    """Owns one driver listener and the thread that dispatches what it receives.
+
+    ``with server:`` starts it and, on leaving the block, stops it and waits
+    for what was received to be dispatched and the connection released.
+    """
 
     def __init__(self, transport: Any, targets: Sequence[Target], dispatcher: NotificationDispatcher,
                  executor: str = "threading", allow_requeue: bool = False, pool: str | None = None,

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import functools
 import logging
+import threading
 from typing import Any, Callable
 
 LOG = logging.getLogger(__name__)
@@ -56,40 +57,53 @@ def _build(ctxt: Any, new_request_id: Callable[[], str]) -> dict:
     }
 
 
+def _compare(oslo_context: Any) -> bool:
+    """Whether :func:`_build` gives what the real methods give, key order included."""
+    cls = oslo_context.RequestContext
+    probe = cls(auth_token="tok", user_id="u", project_id="p", domain_id="d",
+                user_domain_id="ud", project_domain_id="pd", is_admin=True, read_only=True,
+                show_deleted=True, request_id="req-1", resource_uuid="r", overwrite=False,
+                roles=["a", "b"], user_name="un", project_name="pn", is_admin_project=False,
+                service_token="st", service_user_id="su", service_roles=["sr"],
+                global_request_id="greq-1", system_scope="all")
+    same = (list(probe.redacted_copy().to_dict().items())   # key order too: same JSON bytes
+            == list(_build(probe, oslo_context.generate_request_id).items()))
+    empty = cls(overwrite=False)
+    return same and (list(empty.redacted_copy().to_dict())
+                     == list(_build(empty, oslo_context.generate_request_id)))
+
+
 @functools.cache
 def _check() -> tuple[type, Callable[[], str]] | bool:
     """(the class, its request id generator) if :func:`_build` matches it, else False.
 
-    Compare :func:`_build` with the real methods once; keep the thread's current context."""
+    The comparison runs once, in a short-lived thread of its own: ``redacted_copy()``
+    makes its copy the current context of the thread it runs in (a thread-local), and
+    the caller's current context must stay what it was.
+    """
     try:
         from oslo_context import context as oslo_context
     except ImportError:
         return False
-    cls = oslo_context.RequestContext
-    store = getattr(oslo_context, "_request_store", None)
-    saved = getattr(store, "context", None)
-    try:
-        probe = cls(auth_token="tok", user_id="u", project_id="p", domain_id="d",
-                    user_domain_id="ud", project_domain_id="pd", is_admin=True, read_only=True,
-                    show_deleted=True, request_id="req-1", resource_uuid="r", overwrite=False,
-                    roles=["a", "b"], user_name="un", project_name="pn", is_admin_project=False,
-                    service_token="st", service_user_id="su", service_roles=["sr"],
-                    global_request_id="greq-1", system_scope="all")
-        same = (list(probe.redacted_copy().to_dict().items())   # key order too: same JSON bytes
-                == list(_build(probe, oslo_context.generate_request_id).items()))
-        empty = cls(overwrite=False)
-        same = same and (list(empty.redacted_copy().to_dict())
-                         == list(_build(empty, oslo_context.generate_request_id)))
-    except Exception as exc:  # noqa: BLE001 - an unexpected oslo.context: use its own methods
-        LOG.debug("oslo.context redaction shortcut disabled: %s", exc)
+    outcome: list[bool | BaseException] = []
+
+    def compare() -> None:
+        try:
+            outcome.append(_compare(oslo_context))
+        except Exception as exc:  # noqa: BLE001 - an unexpected oslo.context: use its own methods
+            outcome.append(exc)
+
+    worker = threading.Thread(target=compare, name="oslo-context-redaction-check", daemon=True)
+    worker.start()
+    worker.join()
+    result = outcome[0] if outcome else RuntimeError("the check did not run")
+    if isinstance(result, BaseException):
+        LOG.debug("oslo.context redaction shortcut disabled: %s", result)
         return False
-    finally:
-        if store is not None:
-            store.context = saved
-    if not same:
+    if not result:
         LOG.debug("oslo.context redaction shortcut disabled: this version builds another dict")
         return False
-    return cls, oslo_context.generate_request_id
+    return oslo_context.RequestContext, oslo_context.generate_request_id
 
 
 def redacted_dict(ctxt: Any) -> dict | None:

@@ -11,8 +11,12 @@ Modules, in data-flow order:
 - :mod:`.kafka_io`, :mod:`.source`: the ``notify_kafka`` PySpark data source.
 - :mod:`.reading`: the source DataFrame, from ``notify_kafka`` or Spark's ``kafka``.
 - :mod:`.decode`: oslo envelopes to columns, in an Arrow UDF.
-- :mod:`.sink`, :mod:`.jobs`: the archive and statistics streaming jobs.
-- :mod:`.report`: charts and HTML from the job outputs, without Spark.
+- :mod:`.jobs`: the one streaming query; each micro-batch to the archive and the statistics.
+- :mod:`.sink`, :mod:`.hadoop_fs`: idempotent per-batch writes, through Hadoop's FileSystem.
+- :mod:`.lateness`: lateness judged against each partition's own progress.
+- :mod:`.delays`, :mod:`.stats_files`, :mod:`.durations`: additive delay histograms, which
+  statistics files count, durations parsed and shown in human units (no Spark).
+- :mod:`.report`, :mod:`.report_page`: charts and the Jinja2 page from the outputs, without Spark.
 - :mod:`.session`: a SparkSession set up for the pipeline.
 
 Importing this package does not import PySpark; the submodules that need it do.

@@ -17,7 +17,7 @@ from pyspark.sql.types import (BinaryType, IntegerType, LongType, StringType, St
 
 from notify_transport.drivers import envelope
 from notify_transport.exceptions import DecodeError
-from notify_transport.pipeline.topics import parse_topic
+from notify_transport.pipeline.topics import TopicParts, parse_topic
 
 #: Decoded columns: the notification, its Kafka coordinates, and for undecodable records
 #: the error with the record's key and value (null for notifications).
@@ -119,7 +119,7 @@ def parse_timestamps(texts: list, errors: list):
         return pa.array(texts, pa.string()).cast(pa.timestamp("us")).cast(target)
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
         pass
-    micros = []
+    micros: list[int | None] = []
     for i, text in enumerate(texts):
         if text is None:
             micros.append(None)
@@ -139,7 +139,7 @@ def decode_batches(batches: Iterable, base_topics: Sequence[str] = (), with_payl
     from pyspark.sql.pandas.types import to_arrow_schema
 
     schema = to_arrow_schema(DECODED_SCHEMA, timezone="UTC")
-    topic_parts: dict[str, tuple] = {}
+    topic_parts: dict[str, TopicParts] = {}
     empty = (None,) * 8
     for batch in batches:
         values = batch.column("value").to_pylist()

@@ -1,50 +1,57 @@
-"""The pipeline's jobs: the notification archive and the windowed statistics.
+"""The pipeline: one streaming query whose micro-batches feed the archive and the statistics.
 
-Both are Structured Streaming queries over the Kafka DataFrame, each with its
-own checkpoint, run once (``availableNow``) or continuously:
+Kafka is read once per micro-batch. The decoded records are deduplicated
+(``message_id``, or Kafka coordinates for undecodable records) in Spark's
+state store over ``dedup_horizon`` of processing time, so duplicates are
+dropped and late notifications never are; each micro-batch then goes to
+:class:`PipelineBatch`, which keeps it in memory and writes:
 
-- **archive**: decoded notifications, deduplicated by ``message_id``, as
-  Parquet partitioned by ``date`` (of the notification timestamp, UTC) and
-  ``event_type``; undecodable records go to ``errors/`` with their Kafka
-  coordinates. Deduplication keeps each ``message_id`` in the state store for
-  ``dedup_horizon`` of processing time, so late notifications are archived,
-  never dropped as late. Writes are idempotent per micro-batch
-  (:mod:`.sink`), which with the checkpoint makes the archive exactly once
-  across restarts.
-- **stats**: per ``window`` of notification time, with a watermark of
-  ``lateness``: counts per event_type, publisher and priority, error and
-  critical rates, and p50/p95 of the delay from the notification timestamp to
-  the broker timestamp. Duplicates within the watermark are counted once.
-  Updated windows are appended each micro-batch with their batch id; the
-  latest row of a window is its value (:func:`notify_transport.pipeline.report.load_stats`).
+- **archive**: the notifications as Parquet partitioned by ``date`` (of the
+  notification timestamp, UTC) and ``event_type``, timestamps as UTC-adjusted
+  ``TIMESTAMP_MICROS``; undecodable records to ``errors/`` with their Kafka
+  coordinates.
+- **stats**: partial counts per ``window`` of notification time, event type,
+  publisher, priority and delay bucket (:mod:`.delays`), which add up across
+  batches (:mod:`.stats_files`). A notification more than ``lateness``
+  behind its own partition's progress is counted as late, apart from the
+  windows (:mod:`.lateness`): the numbers do not depend on batch sizes,
+  restarts or partition skew.
+
+Writes are idempotent per micro-batch (:mod:`.sink`), which with the
+checkpoint makes both outputs exactly once across restarts.
 """
 from __future__ import annotations
 
 import dataclasses
+import json
 import logging
 import os
 import signal
 import threading
 import time
-from typing import Callable, Sequence
+import uuid
+from typing import Callable
 
 from notify_transport.exceptions import ConfigurationError
-from notify_transport.pipeline import decode
+from notify_transport.pipeline import decode, delays, lateness
+from notify_transport.pipeline.durations import parse_duration
 from notify_transport.pipeline.kafka_settings import KafkaSettings
-from notify_transport.pipeline.reading import Subscription, read_kafka
-from notify_transport.pipeline.report import STATS_KEY
+from notify_transport.pipeline.reading import Subscription, read_decoded
 from notify_transport.pipeline.sink import BatchParquetWriter
-from notify_transport.pipeline.topics import ERROR_PRIORITIES
+from notify_transport.pipeline.stats_files import STATS_KEY, effective_files
 
 LOG = logging.getLogger(__name__)
+#: progress lines of a run (batches, records, rate); the CLI shows them by default
+PROGRESS_LOG = logging.getLogger(__name__ + ".progress")
 
 JOBS = ("archive", "stats")
 ARCHIVE_PARTITIONS = ("date", "event_type")
+QUERY_NAME = "notify_pipeline"
 
 
 @dataclasses.dataclass(frozen=True)
 class PipelineConfig:
-    """Where the jobs write and how they window, deduplicate and trigger."""
+    """Where the pipeline writes and how it windows, deduplicates and triggers."""
 
     output: str
     checkpoint: str | None = None
@@ -64,20 +71,27 @@ class PipelineConfig:
         unknown = [j for j in self.jobs if j not in JOBS]
         if unknown or not self.jobs:
             raise ConfigurationError(f"Unknown jobs {unknown}; choose from {', '.join(JOBS)}")
+        for name in ("window", "lateness", "dedup_horizon", "trigger_interval"):
+            if parse_duration(getattr(self, name)) <= 0 and name != "lateness":
+                raise ConfigurationError(f"{name} must be positive, got {getattr(self, name)!r}")
 
     def path(self, name: str) -> str:
         """An output folder: ``archive``, ``errors`` or ``stats``."""
         return _join(self.output, name)
 
-    def checkpoint_path(self, job: str) -> str:
-        return _join(self.checkpoint or _join(self.output, "_checkpoints"), job)
+    def checkpoint_path(self, name: str) -> str:
+        return _join(self.checkpoint or _join(self.output, "_checkpoints"), name)
+
+    @property
+    def lateness_us(self) -> int:
+        return int(parse_duration(self.lateness) * 1_000_000)
 
 
 def _join(base: str, name: str) -> str:
     return base.rstrip("/") + "/" + name
 
 
-# -- transformations, shared by batch and streaming ---------------------------------------------
+# -- transformations ---------------------------------------------------------------------------
 
 def archive_rows(notifications_df):
     """Archive columns plus the ``date`` partition column."""
@@ -86,44 +100,28 @@ def archive_rows(notifications_df):
     return notifications_df.withColumn("date", F.date_format("timestamp", "yyyy-MM-dd"))
 
 
-def window_stats(notifications_df, window: str = "1 minute", lateness: str | None = None):
-    """Statistics per window, at two levels: ``detail`` (event_type, publisher_id, priority) and ``window``.
+def partial_stats(notifications_df, window: str = "1 minute"):
+    """Partial counts (:data:`~.stats_files.STATS_KEY` plus count, delay min/max) of notifications.
 
-    With ``lateness`` (streaming) notifications older than the watermark are
-    left out and duplicates within it counted once; without it (batch) every
-    duplicate is dropped.
+    ``notifications_df`` may carry a boolean ``late`` column; without one
+    every row is on time.
     """
     from pyspark.sql import functions as F
 
-    if lateness:
-        unique = notifications_df.withWatermark("timestamp", lateness).dropDuplicatesWithinWatermark(
-            ["message_id"])
-    else:
-        unique = notifications_df.dropDuplicates(["message_id"])
-    rows = unique.withColumn(
-        "delay", F.col("kafka_timestamp").cast("double") - F.col("timestamp").cast("double"))
+    rows = notifications_df if "late" in notifications_df.columns else notifications_df.withColumn(
+        "late", F.lit(False))
+    delay = F.col("kafka_timestamp").cast("double") - F.col("timestamp").cast("double")
+    rows = rows.withColumn("delay", delay).withColumn("delay_bucket", delays.bucket_column(F.col("delay")))
     win = F.window("timestamp", window)
-    dims = ["event_type", "publisher_id", "priority"]
-    aggregated = rows.groupingSets([[win, *dims], [win]], win, *dims).agg(
-        F.grouping_id().alias("grouping"),
-        F.count(F.lit(1)).alias("count"),
-        F.sum((F.col("priority") == ERROR_PRIORITIES[0]).cast("long")).alias("error_count"),
-        F.sum((F.col("priority") == ERROR_PRIORITIES[1]).cast("long")).alias("critical_count"),
-        F.percentile_approx("delay", [0.5, 0.95], 10000).alias("delay_pct"),
-        F.max("delay").alias("delay_max"),
-    )
-    return aggregated.select(
-        F.when(F.col("grouping") == 0, F.lit("detail")).otherwise(F.lit("window")).alias("level"),
-        F.col("window.start").alias("window_start"),
-        F.col("window.end").alias("window_end"),
-        *dims,
-        "count", "error_count", "critical_count",
-        (F.col("error_count") / F.col("count")).alias("error_rate"),
-        (F.col("critical_count") / F.col("count")).alias("critical_rate"),
-        F.col("delay_pct")[0].alias("delay_p50"),
-        F.col("delay_pct")[1].alias("delay_p95"),
-        "delay_max",
-    )
+    grouped = rows.groupBy(win.alias("w"), "event_type", "publisher_id", "priority", "late", "delay_bucket").agg(
+        F.count(F.lit(1)).alias("count"), F.min("delay").alias("delay_min"), F.max("delay").alias("delay_max"))
+    return grouped.select(F.col("w.start").alias("window_start"), F.col("w.end").alias("window_end"),
+                          *STATS_KEY[2:], "count", "delay_min", "delay_max")
+
+
+def window_stats(notifications_df, window: str = "1 minute"):
+    """Batch statistics of a whole DataFrame: each ``message_id`` once, nothing late."""
+    return partial_stats(notifications_df.dropDuplicates(["message_id"]), window)
 
 
 def archive_dedup(decoded_df, horizon: str):
@@ -146,165 +144,282 @@ def archive_dedup(decoded_df, horizon: str):
 
 # -- micro-batch writers -----------------------------------------------------------------------
 
-class ArchiveBatch:
-    """``foreachBatch`` of the archive: notifications to ``archive/``, the rest to ``errors/``."""
+@dataclasses.dataclass
+class BatchCounts:
+    """What one micro-batch held after deduplication."""
+
+    notifications: int = 0
+    undecodable: int = 0
+    late: int = 0
+    #: (topic, partition) -> (oldest, newest) notification timestamp, microseconds
+    bounds: dict = dataclasses.field(default_factory=dict)
+
+
+def count_batch(df) -> BatchCounts:
+    """Notifications and undecodable records per partition, in one pass over the batch."""
+    from pyspark.sql import functions as F
+
+    micros = F.unix_micros(F.col("timestamp"))
+    counts = BatchCounts()
+    for row in df.groupBy("topic", "partition", F.col("error").isNull().alias("ok")).agg(
+            F.count(F.lit(1)).alias("n"), F.min(micros).alias("oldest"), F.max(micros).alias("newest")).collect():
+        if row["ok"]:
+            counts.notifications += row["n"]
+            counts.bounds[(row["topic"], row["partition"])] = (row["oldest"], row["newest"])
+        else:
+            counts.undecodable += row["n"]
+    return counts
+
+
+class ArchiveWriter:
+    """Notifications to ``archive/``, the rest to ``errors/``."""
 
     def __init__(self, config: PipelineConfig) -> None:
         self.archive = BatchParquetWriter(config.path("archive"), ARCHIVE_PARTITIONS)
         self.errors = BatchParquetWriter(config.path("errors"))
 
-    def __call__(self, df, batch_id: int) -> None:
-        from pyspark.sql import functions as F
-
-        df = df.persist()
-        try:
-            counts = {row["ok"]: row["count"] for row in
-                      df.groupBy(F.col("error").isNull().alias("ok")).count().collect()}
-            good, bad = counts.get(True, 0), counts.get(False, 0)
-            # An empty batch still clears files of an earlier attempt of the same batch.
-            # One file per date and event type per batch: no small-file explosion.
-            archive = archive_rows(decode.notifications(df)).repartition(*ARCHIVE_PARTITIONS)
-            self.archive.write(archive, batch_id, empty=not good)
-            self.errors.write(decode.errors(df).coalesce(1), batch_id, empty=not bad)
-            if bad:
-                LOG.warning("Batch %d: %d records are not notifications; see %s", batch_id, bad,
-                            self.errors.root)
-            LOG.info("Batch %d: %d notifications archived", batch_id, good)
-        finally:
-            df.unpersist()
+    def write(self, df, batch_id: int, counts: BatchCounts) -> None:
+        # An empty batch still clears files of an earlier attempt of the same batch. Each task
+        # writes one file per date and event type it holds: at most spark.sql.shuffle.partitions
+        # files per folder and batch, without shuffling the notifications once more.
+        archive = archive_rows(decode.notifications(df))
+        self.archive.write(archive, batch_id, empty=not counts.notifications)
+        self.errors.write(decode.errors(df).coalesce(1), batch_id, empty=not counts.undecodable)
+        if counts.undecodable:
+            LOG.warning("Batch %d: %d records are not notifications; see %s", batch_id,
+                        counts.undecodable, self.errors.root)
 
 
-class StatsBatch:
-    """``foreachBatch`` of the statistics: updated windows, tagged with the batch id.
+class StatsWriter:
+    """Partial counts of a micro-batch to ``stats/``, late notifications judged per partition.
 
-    Every ``compact_every`` batches the files so far are merged into one that
-    keeps the latest row of each window and group, so a long run does not
-    leave one small file per micro-batch for the report to read.
+    Every ``compact_every`` batches the files so far are merged into one, so
+    a long run does not leave one small file per micro-batch for the report.
     """
 
     def __init__(self, config: PipelineConfig) -> None:
         self.stats = BatchParquetWriter(config.path("stats"))
+        self.progress = lateness.PartitionProgress(config.checkpoint_path("partition_progress"))
+        self.window = config.window
+        self.lateness_us = config.lateness_us
         self.compact_every = config.stats_compact_every
 
-    def __call__(self, df, batch_id: int) -> None:
+    def write(self, df, batch_id: int, counts: BatchCounts) -> int:
+        """Write batch ``batch_id``'s partial counts; return how many notifications were late."""
         from pyspark.sql import functions as F
 
-        self.stats.write(df.withColumn("batch_id", F.lit(batch_id).cast("long")).coalesce(1), batch_id)
+        spark = df.sparkSession
+        notifications = decode.notifications(df).select(
+            "topic", "partition", "offset", "timestamp", "kafka_timestamp", "event_type", "publisher_id",
+            "priority")
+        carried = self.progress.before(spark, batch_id) if counts.notifications else {}
+        maybe_late = counts.notifications and lateness.may_have_late(carried, counts.bounds, self.lateness_us)
+        if maybe_late:
+            notifications = lateness.flag_late(notifications, carried, self.lateness_us)
+        partial = partial_stats(notifications, self.window).withColumn(
+            "batch_id", F.lit(batch_id).cast("long")).coalesce(1)
+        late = 0
+        if maybe_late:  # the late count needs the partial rows twice: keep them
+            partial = partial.persist()
+        try:
+            self.stats.write(partial, batch_id, empty=not counts.notifications)
+            if maybe_late:
+                late = partial.filter("late").agg(F.sum("count")).first()[0]
+        finally:
+            if maybe_late:
+                partial.unpersist()
+        if counts.notifications:
+            newest = {tp: bounds[1] for tp, bounds in counts.bounds.items()}
+            self.progress.save(spark, batch_id, lateness.merge(carried, newest))
         if batch_id and batch_id % self.compact_every == 0:
-            self.compact(df.sparkSession, batch_id)
+            self.compact(spark, batch_id)
+        return int(late or 0)
 
     def compact(self, spark, batch_id: int) -> int:
-        """Merge the statistics files into one ``compact-N-*`` file; return how many it replaced.
+        """Merge the effective statistics files into one ``compact-N-*`` file; return how many it replaced.
 
-        A crash in between leaves both the merged file and some originals:
-        identical rows, which readers already reduce to one per key.
+        Readers take the newest compaction and ignore the batch files it
+        covers, so a crash between writing it and deleting them counts nothing twice.
         """
-        from pyspark.sql import Window
         from pyspark.sql import functions as F
 
-        files = self.stats.files(spark)
+        files = effective_files(self.stats.files(spark))
         if len(files) < 2:
             return 0
-        frame = spark.read.parquet(*files)
-        latest = Window.partitionBy(*[F.col(c) for c in STATS_KEY]).orderBy(F.col("batch_id").desc())
-        merged = (frame.withColumn("_rank", F.row_number().over(latest)).filter("_rank = 1")
-                  .drop("_rank").coalesce(1))
-        self.stats.write(merged, batch_id, prefix=f"compact-{batch_id:012d}-")
-        self.stats.delete(spark, files)
+        merged = (spark.read.parquet(*files).groupBy(*STATS_KEY)
+                  .agg(F.sum("count").alias("count"), F.min("delay_min").alias("delay_min"),
+                       F.max("delay_max").alias("delay_max"))
+                  .withColumn("batch_id", F.lit(batch_id).cast("long")).coalesce(1))
+        self.stats.write(merged, batch_id, prefix=f"compact-{batch_id:012d}-{uuid.uuid4().hex[:8]}-")
+        every = self.stats.files(spark)
+        keep = set(effective_files(every))
+        self.stats.delete(spark, [f for f in every if f not in keep])
         LOG.info("Statistics: %d files merged into one at batch %d", len(files), batch_id)
         return len(files)
 
 
+class PipelineBatch:
+    """``foreachBatch`` of the pipeline: one cached micro-batch, written to each configured output."""
+
+    def __init__(self, config: PipelineConfig) -> None:
+        self.archive = ArchiveWriter(config) if "archive" in config.jobs else None
+        self.stats = StatsWriter(config) if "stats" in config.jobs else None
+        self.totals = BatchCounts()
+
+    def __call__(self, df, batch_id: int) -> None:
+        steps = [time.monotonic()]
+        df = df.persist()
+        try:
+            counts = count_batch(df)  # reads, decodes and deduplicates the batch into memory
+            steps.append(time.monotonic())
+            if self.archive is not None:
+                self.archive.write(df, batch_id, counts)
+            steps.append(time.monotonic())
+            if self.stats is not None:
+                counts.late = self.stats.write(df, batch_id, counts)
+            steps.append(time.monotonic())
+        finally:
+            df.unpersist()
+        for name in ("notifications", "undecodable", "late"):
+            setattr(self.totals, name, getattr(self.totals, name) + getattr(counts, name))
+        LOG.info("Batch %d written in %.1f s (read and decode %.1f s, archive %.1f s, statistics %.1f s): "
+                 "%d notifications (%d late), %d undecodable", batch_id, steps[-1] - steps[0],
+                 steps[1] - steps[0], steps[2] - steps[1], steps[3] - steps[2], counts.notifications,
+                 counts.late, counts.undecodable)
+
+
 # -- running -----------------------------------------------------------------------------------
 
-def start_jobs(spark, settings: KafkaSettings, subscription: Subscription, config: PipelineConfig,
-               once: bool, archive_batch: Callable | None = None) -> list:
-    """Start the configured streaming queries; return them."""
-    queries = []
-    bases = subscription.base_topics
-
-    def source(with_payload: bool = True):
-        kafka_df = read_kafka(spark, settings, subscription, streaming=True, fmt=config.source_format,
-                              starting_offsets=config.starting_offsets,
-                              max_per_trigger=config.max_per_trigger,
-                              fail_on_data_loss=config.fail_on_data_loss)
-        return decode.decode(kafka_df, bases, with_payload)
-
-    def start(job: str, df, batch_fn, output_mode: str):
-        writer = (df.writeStream.queryName(f"notify_{job}").outputMode(output_mode)
-                  .option("checkpointLocation", config.checkpoint_path(job)).foreachBatch(batch_fn))
-        writer = writer.trigger(availableNow=True) if once else writer.trigger(
-            processingTime=config.trigger_interval)
-        queries.append(writer.start())
-
-    try:
-        if "archive" in config.jobs:
-            start("archive", archive_dedup(source(), config.dedup_horizon),
-                  archive_batch or ArchiveBatch(config), "append")
-        if "stats" in config.jobs:
-            stats = window_stats(decode.notifications(source(with_payload=False)), config.window,
-                                 config.lateness)
-            start("stats", stats, StatsBatch(config), "update")
-    except BaseException:
-        for query in queries:
-            query.stop()
-        raise
-    return queries
+def start_query(spark, settings: KafkaSettings, subscription: Subscription, config: PipelineConfig,
+                once: bool, batch_fn: Callable):
+    """Start the pipeline's streaming query: Kafka -> decode -> deduplicate -> ``batch_fn``."""
+    decoded = read_decoded(spark, settings, subscription, streaming=True, fmt=config.source_format,
+                           with_payload="archive" in config.jobs, starting_offsets=config.starting_offsets,
+                           max_per_trigger=config.max_per_trigger, fail_on_data_loss=config.fail_on_data_loss)
+    writer = (archive_dedup(decoded, config.dedup_horizon).writeStream.queryName(QUERY_NAME)
+              .outputMode("append").option("checkpointLocation", config.checkpoint_path("pipeline"))
+              .foreachBatch(batch_fn))
+    writer = writer.trigger(availableNow=True) if once else writer.trigger(processingTime=config.trigger_interval)
+    return writer.start()
 
 
 @dataclasses.dataclass
 class RunSummary:
-    """What each query read (over its last 100 micro-batches) and how long the run took."""
+    """What a run read and wrote, and how long it took."""
 
     seconds: float
-    input_rows: dict[str, int]
-    batches: dict[str, int]
-    dropped_by_watermark: dict[str, int]
+    #: Kafka records read (duplicates included)
+    input_rows: int
+    #: micro-batches with records
+    batches: int
+    notifications: int
+    undecodable: int
+    #: notifications more than ``lateness`` behind their partition: archived, counted apart from the windows
+    late: int
+
+    @property
+    def duplicates(self) -> int:
+        return self.input_rows - self.notifications - self.undecodable
 
     def as_dict(self) -> dict:
-        return dataclasses.asdict(self)
+        return {**dataclasses.asdict(self), "duplicates": self.duplicates}
+
+
+class ProgressLog:
+    """Logs a line per finished micro-batch: records, rate, and how far behind the run is."""
+
+    def __init__(self) -> None:
+        self.seen: set[int] = set()
+        self.records = 0
+        self.batches = 0
+        self.started = time.monotonic()
+
+    def update(self, progress_list) -> None:
+        for progress in progress_list:
+            if progress.batchId in self.seen:
+                continue
+            self.seen.add(progress.batchId)
+            rows = progress.numInputRows
+            if not rows:
+                continue
+            self.records += rows
+            self.batches += 1
+            elapsed = time.monotonic() - self.started
+            seconds = (progress.durationMs or {}).get("triggerExecution", 0) / 1000
+            behind = _behind(progress)
+            PROGRESS_LOG.info(
+                "Batch %d: %d records in %.1f s (%.0f records/s); %d records in %d batches so far, "
+                "%.0f records/s%s", progress.batchId, rows, seconds, rows / seconds if seconds else 0.0,
+                self.records, self.batches, self.records / elapsed if elapsed else 0.0,
+                "" if behind is None else f", {behind} behind")
+
+
+def _behind(progress) -> int | None:
+    """Records between the batch's end and the newest offsets the source reported, if it did."""
+    try:
+        source = progress.sources[0]
+        latest, end = source.latestOffset, source.endOffset
+        if not latest or not end:
+            return None
+        newest, done = json.loads(latest), json.loads(end)
+        return sum(max(0, int(off) - int(done.get(topic, {}).get(part, 0)))
+                   for topic, parts in newest.items() for part, off in parts.items())
+    except (AttributeError, IndexError, TypeError, ValueError):
+        return None
 
 
 def run(spark, settings: KafkaSettings, subscription: Subscription, config: PipelineConfig,
         once: bool = True, max_seconds: float | None = None,
-        archive_batch: Callable | None = None) -> RunSummary:
-    """Run the jobs: until everything available is processed (``once``) or until stopped.
+        batch_fn: Callable | None = None, max_batches: int | None = None) -> RunSummary:
+    """Run the pipeline: until everything available is processed (``once``) or until stopped.
 
-    Continuous runs stop on SIGINT/SIGTERM or after ``max_seconds``; a failed
-    query stops the others and its error is raised.
+    Runs stop on SIGINT/SIGTERM (continuous), after ``max_seconds``, or once
+    ``max_batches`` micro-batches with records are done; a failed
+    query's error is raised. ``batch_fn`` wraps or replaces :class:`PipelineBatch`.
     """
     started = time.monotonic()
-    queries = start_jobs(spark, settings, subscription, config, once, archive_batch)
+    batch = PipelineBatch(config)
+    query = start_query(spark, settings, subscription, config, once, batch_fn or batch)
+    progress = ProgressLog()
     stop = threading.Event()
     restore = _stop_on_signals(stop) if not once else None
     try:
-        while any(q.isActive for q in queries):
+        while query.isActive:
             if stop.is_set() or (max_seconds is not None and time.monotonic() - started > max_seconds):
                 break
-            for query in queries:
-                if query.exception() is not None:
-                    raise query.exception()
-            next(q for q in queries if q.isActive).awaitTermination(0.5)
-        for query in queries:
+            if max_batches is not None and progress.batches >= max_batches:
+                break
             if query.exception() is not None:
                 raise query.exception()
+            query.awaitTermination(0.5)
+            progress.update(query.recentProgress)
+        if query.exception() is not None:
+            raise query.exception()
     finally:
-        for query in queries:
-            if query.isActive:
-                query.stop()
+        if query.isActive:
+            _stop_between_batches(query, patience=10.0 if stop.is_set() else 0.0)
         if restore:
             restore()
-    return _summary(queries, time.monotonic() - started)
+    progress.update(query.recentProgress)
+    totals = getattr(batch_fn, "totals", None) or batch.totals
+    summary = RunSummary(round(time.monotonic() - started, 3), progress.records, progress.batches,
+                         totals.notifications, totals.undecodable, totals.late)
+    PROGRESS_LOG.info("Run done in %.1f s: %d records, %d notifications, %d duplicates, %d late, "
+                      "%d undecodable", summary.seconds, summary.input_rows, summary.notifications,
+                      summary.duplicates, summary.late, summary.undecodable)
+    return summary
 
 
-def _summary(queries: Sequence, seconds: float) -> RunSummary:
-    rows, batches, dropped = {}, {}, {}
-    for query in queries:
-        progress = [p for p in query.recentProgress]
-        rows[query.name] = sum(p.numInputRows for p in progress)
-        batches[query.name] = sum(1 for p in progress if p.numInputRows)
-        dropped[query.name] = sum(op.numRowsDroppedByWatermark for p in progress for op in p.stateOperators)
-    return RunSummary(seconds, rows, batches, dropped)
+def _stop_between_batches(query, patience: float = 10.0) -> None:
+    """Stop ``query``, preferably between two micro-batches (waiting up to ``patience`` seconds).
+
+    A batch cut half-way is harmless (it is replayed from the checkpoint on
+    the next run and its files replaced) but makes Spark log the interruption.
+    """
+    deadline = time.monotonic() + patience
+    while query.isActive and query.status.get("isTriggerActive") and time.monotonic() < deadline:
+        time.sleep(0.05)
+    query.stop()
 
 
 def _stop_on_signals(stop: threading.Event) -> Callable[[], None] | None:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import logging
 import re
 import time
-from typing import Iterable, Iterator, Mapping, Sequence
+from typing import Iterable, Iterator, Mapping, Sequence, cast
 
 from confluent_kafka import Consumer, IsolationLevel, KafkaError, KafkaException
 from confluent_kafka import TopicPartition as KafkaTopicPartition
@@ -44,7 +44,7 @@ def list_partitions(admin: AdminClient, topics: Sequence[str] = (), pattern: str
     metadata = admin.list_topics(timeout=timeout)
     regex = re.compile(pattern) if pattern else None
     wanted = set(topics)
-    out = []
+    out: list[tuple[str, int]] = []
     for name, topic in metadata.topics.items():
         if name.startswith("__"):
             continue
@@ -123,13 +123,15 @@ def read_range(config: Mapping[str, str], offset_range: OffsetRange, arrow_schem
                 error = msg.error()
                 if error is not None:
                     if error.code() == KafkaError._PARTITION_EOF:
-                        position = max(position, msg.offset())
+                        eof = msg.offset()  # the end offset, on an EOF event
+                        if eof is not None:
+                            position = max(position, eof)
                     elif error.fatal() or error.code() == KafkaError._AUTO_OFFSET_RESET:
                         raise KafkaException(error)
                     else:  # librdkafka retries by itself; the deadline bounds the wait
                         LOG.warning("Reading %s[%d] at %d: %s", topic, partition, position, error)
                     continue
-                offset = msg.offset()
+                offset = cast(int, msg.offset())  # set on every record without an error
                 if offset >= end:
                     position = end
                     break

@@ -10,6 +10,8 @@ import dataclasses
 import logging
 from typing import Sequence
 
+from pyspark.errors import AnalysisException
+
 from notify_transport.exceptions import ConfigurationError
 from notify_transport.pipeline import topics as topic_names
 from notify_transport.pipeline.kafka_settings import KafkaSettings
@@ -55,12 +57,17 @@ class Subscription:
 
 
 def kafka_format_available(spark) -> bool:
-    """True when Spark's JVM Kafka connector can be loaded in this session."""
+    """True when Spark's JVM Kafka connector can be loaded in this session.
+
+    Asks through the public reader: defining (not starting) a streaming read
+    resolves the data source, and Spark answers AnalysisException when the
+    connector is not on the classpath. Nothing connects to a broker.
+    """
     try:
-        loader = spark.sparkContext._jvm.java.lang.Thread.currentThread().getContextClassLoader()  # noqa: SLF001
-        loader.loadClass(SPARK_KAFKA_PROVIDER)
+        (spark.readStream.format("kafka").option("kafka.bootstrap.servers", "127.0.0.1:9")
+         .option("subscribe", "notify-transport-probe").load())
         return True
-    except Exception:  # noqa: BLE001 - py4j wraps ClassNotFoundException; no JVM under Spark Connect
+    except AnalysisException:
         return False
 
 
@@ -108,3 +115,25 @@ def read_kafka(spark, settings: KafkaSettings, subscription: Subscription, *, st
     df = reader.format(fmt).options(**options).load()
     columns: Sequence[str] = ("key", "value", "topic", "partition", "offset", "timestamp", "timestampType")
     return df.select(*columns)
+
+
+def read_decoded(spark, settings: KafkaSettings, subscription: Subscription, *, streaming: bool,
+                 fmt: str = "auto", with_payload: bool = True, **read_options):
+    """A DataFrame of decoded records (:data:`~notify_transport.pipeline.decode.DECODED_SCHEMA`).
+
+    The ``notify_kafka`` source decodes where it reads; Spark's ``kafka``
+    format hands its records to the decoding UDF. ``read_options`` are those
+    of :func:`read_kafka`.
+    """
+    from notify_transport.pipeline import decode
+
+    fmt = choose_format(spark, fmt)
+    if fmt != FORMAT_NAME:
+        return decode.decode(read_kafka(spark, settings, subscription, streaming=streaming, fmt=fmt,
+                                        **read_options), subscription.base_topics, with_payload)
+    options = source_options(settings, subscription, fmt, streaming=streaming, **read_options)
+    options.update({"decode": "true", "baseTopics": ",".join(subscription.base_topics),
+                    "decodePayload": "true" if with_payload else "false"})
+    LOG.info("Reading and decoding %s with the %s format from %s", subscription.options(), fmt, settings.url)
+    reader = spark.readStream if streaming else spark.read
+    return reader.format(fmt).options(**options).load()

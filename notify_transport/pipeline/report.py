@@ -1,9 +1,15 @@
-"""The HTML report: charts (PNG) and tables from the jobs' Parquet outputs.
+"""The HTML report: charts (PNG) and tables from the pipeline's Parquet outputs.
 
-Built with pyarrow, pandas and matplotlib only, so it runs without Spark and
-opens in a browser without a server. It reads the small statistics table
-whole; from the archive only partition row counts (Parquet metadata) and from
+Built with pyarrow, pandas, matplotlib and Jinja2 (autoescaping: every name
+that came from a notification is escaped), so it runs without Spark and
+opens in a browser without a server. It reads the statistics (partial
+counts, small) whole; from the archive only the partition columns and from
 the errors only their coordinates, never the notifications themselves.
+
+Everything on the page covers the same period, the whole of the
+statistics: the overview per hour (or per day for long periods), the top
+event types and publishers, the delays (p50 and p95, in human units) and the
+archive per date. The per-window table is collapsed.
 
 Every number in a table cell carries ``data-table``, ``data-key`` and
 ``data-metric`` attributes, with the exact value in ``data-value``, so the
@@ -12,20 +18,30 @@ page can be checked by a program as well as read.
 from __future__ import annotations
 
 import datetime
-import html
 import logging
 import os
 from pathlib import Path
-from typing import Iterable, Sequence
+
+from notify_transport.pipeline import delays
+from notify_transport.pipeline.durations import human_duration
+from notify_transport.pipeline.report_page import render_page
+from notify_transport.pipeline.stats_files import load_partials
+from notify_transport.pipeline.topics import ERROR_PRIORITIES
 
 LOG = logging.getLogger(__name__)
 
-STATS_KEY = ["level", "window_start", "window_end", "event_type", "publisher_id", "priority"]
 TOP_N = 15
-#: charts and the windows table show the most recent windows only; totals cover all of them
-RECENT_WINDOWS = 240
 ERROR_SAMPLE = 50
+#: periods longer than this are shown per day instead of per hour
+HOURLY_UP_TO = datetime.timedelta(days=7)
+#: delay axis ticks, in seconds: units people think in
+HUMAN_TICKS = [0.001, 0.01, 0.1, 1, 10, 60, 600, 3600, 6 * 3600, 86400, 7 * 86400, 30 * 86400]
 PRIORITY_ORDER = ["AUDIT", "DEBUG", "INFO", "SAMPLE", "WARN", "WARNING", "ERROR", "CRITICAL"]
+PRIORITY_COLORS = {"AUDIT": "#8c8c8c", "DEBUG": "#b0b0b0", "INFO": "#4c72b0", "SAMPLE": "#64b5cd",
+                   "WARN": "#dd8452", "WARNING": "#dd8452", "ERROR": "#c44e52", "CRITICAL": "#8b0000"}
+STATS_COLUMNS = ["level", "window_start", "window_end", "event_type", "publisher_id", "priority", "count",
+                 "error_count", "critical_count", "error_rate", "critical_rate", "delay_p50", "delay_p95",
+                 "delay_max"]
 
 
 # -- loading -----------------------------------------------------------------------------------
@@ -38,21 +54,44 @@ def _dataset(path: Path, partitioning: str | None = None):
     return ds.dataset(str(path), format="parquet", partitioning=partitioning)
 
 
-def load_stats(path: str | os.PathLike):
-    """The statistics table: for each window and group, its row from the latest micro-batch."""
+def _with_counts(frame):
+    frame["error_count"] = frame["count"].where(frame["priority"] == ERROR_PRIORITIES[0], 0)
+    frame["critical_count"] = frame["count"].where(frame["priority"] == ERROR_PRIORITIES[1], 0)
+    return frame
+
+
+def summarize(partials, keys: list[str]):
+    """Counts, error and critical rates and delay percentiles of on-time notifications per ``keys``."""
     import pandas as pd
 
-    dataset = _dataset(Path(path))
-    if dataset is None:
-        return pd.DataFrame(columns=[*STATS_KEY, "count", "error_count", "critical_count", "error_rate",
-                                     "critical_rate", "delay_p50", "delay_p95", "delay_max", "batch_id"])
-    frame = dataset.to_table().to_pandas()
-    frame = frame.sort_values("batch_id").drop_duplicates(STATS_KEY, keep="last", ignore_index=True)
-    return frame.sort_values(["window_start", "level"], ignore_index=True)
+    rows = _with_counts(partials[~partials["late"].astype(bool)].copy())
+    if rows.empty:
+        return pd.DataFrame(columns=[*keys, "count", "error_count", "critical_count", "error_rate",
+                                     "critical_rate", "delay_p50", "delay_p95", "delay_max"])
+    sums = rows.groupby(keys, dropna=False)[["count", "error_count", "critical_count"]].sum()
+    sums["error_rate"] = sums["error_count"] / sums["count"]
+    sums["critical_rate"] = sums["critical_count"] / sums["count"]
+    out = sums.join(delays.percentiles(rows, keys))
+    return out.reset_index()
+
+
+def load_stats(path: str | os.PathLike):
+    """The statistics per window: ``level`` ``window`` (all groups) and ``detail`` (per event type,
+    publisher and priority), with counts, rates and delay percentiles of on-time notifications."""
+    import pandas as pd
+
+    partials = load_partials(path)
+    if partials.empty:
+        return pd.DataFrame(columns=STATS_COLUMNS)
+    detail = summarize(partials, ["window_start", "window_end", "event_type", "publisher_id", "priority"])
+    windows = summarize(partials, ["window_start", "window_end"])
+    detail["level"], windows["level"] = "detail", "window"
+    frame = pd.concat([detail, windows], ignore_index=True)
+    return frame[STATS_COLUMNS].sort_values(["window_start", "level"], ignore_index=True)
 
 
 def archive_counts(path: str | os.PathLike):
-    """Archived notifications per date and event type, from Parquet metadata only."""
+    """Archived notifications per date and event type, from the partition columns only."""
     import pandas as pd
 
     dataset = _dataset(Path(path), "hive")
@@ -77,175 +116,141 @@ def load_errors(path: str | os.PathLike):
         ["topic", "partition", "offset"], ignore_index=True)
 
 
+# -- the report's numbers ----------------------------------------------------------------------
+
+class ReportData:
+    """Every table and chart series of the page, over the whole period of the statistics."""
+
+    def __init__(self, partials, archive, errors) -> None:
+        self.partials = partials
+        self.archive = archive
+        self.errors = errors
+        on_time = partials[~partials["late"].astype(bool)] if len(partials) else partials
+        self.late = int(partials.loc[partials["late"].astype(bool), "count"].sum()) if len(partials) else 0
+        self.windows = summarize(partials, ["window_start", "window_end"]).sort_values("window_start")
+        starts = self.windows["window_start"]
+        self.first = starts.min() if len(starts) else None
+        self.last = self.windows["window_end"].max() if len(starts) else None
+        self.unit = "hour" if self.first is None or self.last - self.first <= HOURLY_UP_TO else "day"
+        floor = "h" if self.unit == "hour" else "D"
+        periods = on_time.assign(period=on_time["window_start"].dt.floor(floor) if len(on_time) else [])
+        self.periods = summarize(periods, ["period"]).sort_values("period")
+        self.by_priority_period = (periods.pivot_table(index="period", columns="priority", values="count",
+                                                       aggfunc="sum", fill_value=0) if len(periods) else None)
+        self.event_types = summarize(partials, ["event_type"]).sort_values("count", ascending=False)
+        self.publishers = summarize(partials, ["publisher_id"]).sort_values("count", ascending=False)
+        self.priorities = summarize(partials, ["priority"])
+        self.priorities = self.priorities.assign(
+            order=self.priorities["priority"].map(lambda p: PRIORITY_ORDER.index(p) if p in PRIORITY_ORDER else 99)
+        ).sort_values(["order", "priority"]).drop(columns="order")
+        overall = summarize(partials.assign(all="all"), ["all"]) if len(partials) else None
+        self.overall = overall.iloc[0] if overall is not None and len(overall) else None
+        self.archive_dates = (archive.groupby("date")["count"].sum().sort_index()
+                              if len(archive) else None)
+
+    @property
+    def total(self) -> int:
+        return int(self.windows["count"].sum()) if len(self.windows) else 0
+
+
 # -- charts ------------------------------------------------------------------------------------
 
-def _charts(stats, out: Path) -> dict[str, str]:
+def _charts(data: ReportData, out: Path) -> list[dict]:
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    from matplotlib.ticker import FixedLocator, FuncFormatter, NullLocator
 
-    charts: dict[str, str] = {}
-    windows = stats[stats["level"] == "window"].sort_values("window_start").tail(RECENT_WINDOWS)
-    detail = stats[(stats["level"] == "detail") & stats["window_start"].isin(windows["window_start"])]
-    if detail.empty:
+    charts: list[dict] = []
+    if data.by_priority_period is None or data.by_priority_period.empty:
         return charts
 
     def save(fig, name: str, title: str) -> None:
         fig.tight_layout()
         fig.savefig(out / name, dpi=90)
         plt.close(fig)
-        charts[name] = title
+        charts.append({"file": name, "title": title})
 
-    volume = detail.pivot_table(index="window_start", columns="priority", values="count",
-                                aggfunc="sum", fill_value=0)
+    def period_label(ts) -> str:
+        return ts.strftime("%m-%d %H:%M" if data.unit == "hour" else "%Y-%m-%d")
+
+    volume = data.by_priority_period
     volume = volume[[p for p in PRIORITY_ORDER if p in volume] + [p for p in volume if p not in PRIORITY_ORDER]]
-    fig, ax = plt.subplots(figsize=(9, 3.6))
+    positions = list(range(len(volume.index)))
+    step = max(1, len(positions) // 24)
+    ticks = positions[::step], [period_label(ts) for ts in volume.index][::step]
+    fig, ax = plt.subplots(figsize=(10, 3.8))
     bottom = None
-    positions = range(len(volume.index))
     for priority in volume.columns:
-        ax.bar(positions, volume[priority].to_numpy(), bottom=bottom, label=priority)
-        bottom = volume[priority].to_numpy() if bottom is None else bottom + volume[priority].to_numpy()
-    step = max(1, len(volume.index) // 16)
-    ax.set_xticks(list(positions)[::step], [ts.strftime("%m-%d %H:%M") for ts in volume.index][::step])
-    ax.set_ylabel("notifications")
-    ax.legend(fontsize=8)
+        values = volume[priority].to_numpy()
+        ax.bar(positions, values, bottom=bottom, label=priority, width=0.9,
+               color=PRIORITY_COLORS.get(priority))
+        bottom = values if bottom is None else bottom + values
+    ax.set_ylabel(f"notifications per {data.unit}")
+    ax.set_xticks(*ticks)
     ax.tick_params(axis="x", labelrotation=45, labelsize=7)
-    save(fig, "volume.png", f"Notifications per window, by priority (last {RECENT_WINDOWS} windows at most)")
+    rates = data.periods.set_index("period").reindex(volume.index)
+    twin = ax.twinx()
+    twin.plot(positions, (rates["error_rate"] + rates["critical_rate"]).to_numpy() * 100, color="black",
+              marker=".", linewidth=1.2, label="error + critical %")
+    twin.set_ylabel("error + critical %")
+    twin.set_ylim(bottom=0)
+    handles, labels = ax.get_legend_handles_labels()
+    handles2, labels2 = twin.get_legend_handles_labels()
+    ax.legend(handles + handles2, labels + labels2, fontsize=8, loc="lower left", bbox_to_anchor=(0, 1.0),
+              ncol=len(labels) + 1, frameon=False)
+    save(fig, "overview.png", f"Notifications per {data.unit} by priority, and the error rate")
 
-    for column, name, title in (("event_type", "event_types.png", "Top event types (recent windows)"),
-                                ("publisher_id", "publishers.png", "Top publishers (recent windows)")):
-        top = detail.groupby(column, dropna=False)["count"].sum().sort_values().tail(TOP_N)
-        fig, ax = plt.subplots(figsize=(9, 0.35 * len(top) + 1.2))
-        ax.barh([str(k) for k in top.index], top.values, color="#4c72b0")
+    delays_frame = data.periods.dropna(subset=["delay_p50"])
+    if len(delays_frame):
+        fig, ax = plt.subplots(figsize=(10, 3.4))
+        index = {ts: i for i, ts in enumerate(volume.index)}
+        x = [index.get(ts, 0) for ts in delays_frame["period"]]
+        ax.plot(x, delays_frame["delay_p95"].clip(lower=0.001), marker="o", markersize=3, label="p95",
+                color="#c44e52")
+        ax.plot(x, delays_frame["delay_p50"].clip(lower=0.001), marker="o", markersize=3, label="p50",
+                color="#4c72b0")
+        ax.set_yscale("log")  # p95 may be hours while p50 is seconds: both stay readable
+        ax.yaxis.set_major_locator(FixedLocator(HUMAN_TICKS))
+        ax.yaxis.set_minor_locator(NullLocator())
+        ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _pos: human_duration(v)))
+        ax.set_ylabel("delay (log scale)")
+        ax.set_xticks(*ticks)
+        ax.tick_params(axis="x", labelrotation=45, labelsize=7)
+        ax.legend(fontsize=8)
+        ax.grid(True, which="major", alpha=0.3)
+        save(fig, "delays.png", f"Delay from notification to broker per {data.unit}: p50 and p95")
+
+    for frame, column, name, title in (
+            (data.event_types, "event_type", "event_types.png", "Top event types, whole period"),
+            (data.publishers, "publisher_id", "publishers.png", "Top publishers, whole period")):
+        top = frame.head(TOP_N).iloc[::-1]
+        fig, ax = plt.subplots(figsize=(10, 0.32 * len(top) + 1.3))
+        ax.barh([_label(k) for k in top[column]], top["count"], color="#4c72b0", label="all")
+        ax.barh([_label(k) for k in top[column]], top["error_count"] + top["critical_count"], color="#c44e52",
+                label="error + critical")
         ax.set_xlabel("notifications")
-        save(fig, name, title)
+        ax.legend(fontsize=8, loc="lower right")
+        save(fig, name, title + (f" (top {TOP_N} of {len(frame)})" if len(frame) > TOP_N else ""))
 
-    fig, ax = plt.subplots(figsize=(9, 3.2))
-    x = windows["window_start"]
-    ax.plot(x, windows["error_rate"] * 100, marker="o", label="error %")
-    ax.plot(x, windows["critical_rate"] * 100, marker="o", label="critical %")
-    ax.set_ylabel("% of notifications")
-    ax.legend(fontsize=8)
-    fig.autofmt_xdate()
-    save(fig, "error_rates.png", "Error and critical rates per window")
-
-    fig, ax = plt.subplots(figsize=(9, 3.2))
-    ax.plot(x, windows["delay_p50"], marker="o", label="p50")
-    ax.plot(x, windows["delay_p95"], marker="o", label="p95")
-    ax.set_ylabel("seconds")
-    ax.legend(fontsize=8)
-    fig.autofmt_xdate()
-    save(fig, "delay.png", "Delay from notification timestamp to broker timestamp")
+    if data.archive_dates is not None and len(data.archive_dates):
+        fig, ax = plt.subplots(figsize=(10, 3.0))
+        dates = list(data.archive_dates.index)
+        ax.bar(range(len(dates)), data.archive_dates.to_numpy(), color="#55a868")
+        date_step = max(1, len(dates) // 24)
+        ax.set_xticks(list(range(len(dates)))[::date_step], dates[::date_step])
+        ax.tick_params(axis="x", labelrotation=45, labelsize=7)
+        ax.set_ylabel("notifications")
+        save(fig, "archive.png", "Archived notifications per date")
     return charts
 
 
-# -- HTML --------------------------------------------------------------------------------------
-
-def _cell(table: str, key: str, metric: str, value) -> str:
-    if value is None or (isinstance(value, float) and value != value):
-        return (f'<td class="num" data-table="{html.escape(table)}" data-key="{html.escape(key)}" '
-                f'data-metric="{metric}" data-value="">-</td>')
-    if isinstance(value, float):
-        text = f"{value:.2%}" if metric.endswith("rate") else f"{value:.3f}"
-        raw = repr(float(value))
-    else:
-        text, raw = f"{int(value):,}", str(int(value))
-    return (f'<td class="num" data-table="{html.escape(table)}" data-key="{html.escape(key)}" '
-            f'data-metric="{metric}" data-value="{raw}">{text}</td>')
+def _label(value) -> str:
+    return "(none)" if value is None or value != value else str(value)
 
 
-def _table(name: str, headers: Sequence[str], rows: Iterable[tuple[str, list[str], list]],
-           metrics: Sequence[str]) -> str:
-    """``rows`` are (key, label cells, metric values); metric cells get data attributes."""
-    head = "".join(f"<th>{html.escape(h)}</th>" for h in headers)
-    body = []
-    for key, labels, values in rows:
-        cells = "".join(f"<td>{html.escape(str(v))}</td>" for v in labels)
-        cells += "".join(_cell(name, key, m, v) for m, v in zip(metrics, values))
-        body.append(f"<tr>{cells}</tr>")
-    return (f'<table data-table="{html.escape(name)}"><thead><tr>{head}</tr></thead>'
-            f'<tbody>{"".join(body)}</tbody></table>')
-
-
-def _by(detail, column: str):
-    grouped = detail.groupby(column, dropna=False)[["count", "error_count", "critical_count"]].sum()
-    grouped = grouped.sort_values("count", ascending=False)
-    for key, row in grouped.iterrows():
-        label = "(none)" if key is None or key != key else str(key)
-        yield label, [label], [int(row["count"]), int(row["error_count"]), int(row["critical_count"])]
-
-
-def render_html(stats, archive, errors, charts: dict[str, str], title: str, sources: dict[str, str]) -> str:
-    """The report page as a string."""
-    detail = stats[stats["level"] == "detail"]
-    windows = stats[stats["level"] == "window"].sort_values("window_start")
-    total = int(windows["count"].sum()) if not windows.empty else 0
-    errors_total = int(windows["error_count"].sum()) if not windows.empty else 0
-    critical_total = int(windows["critical_count"].sum()) if not windows.empty else 0
-    summary_rows = [
-        ("notifications", "Notifications in the statistics", "count", total),
-        ("error", "ERROR notifications", "count", errors_total),
-        ("critical", "CRITICAL notifications", "count", critical_total),
-        ("error_critical", "Error + critical rate", "rate",
-         (errors_total + critical_total) / total if total else None),
-        ("windows", "Windows", "count", len(windows)),
-        ("archived", "Notifications in the archive", "count",
-         int(archive["count"].sum()) if len(archive) else 0),
-        ("undecodable", "Undecodable records", "count", len(errors)),
-    ]
-    parts = [
-        "<!DOCTYPE html>", '<html lang="en"><head><meta charset="utf-8">',
-        f"<title>{html.escape(title)}</title>", f"<style>{_CSS}</style></head><body>",
-        f"<h1>{html.escape(title)}</h1>",
-        f'<p class="meta">Generated {datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M:%S} UTC from '
-        + ", ".join(f"{html.escape(k)}: <code>{html.escape(v)}</code>" for k, v in sources.items()) + "</p>",
-        "<h2>Summary</h2>",
-        '<table data-table="summary"><tbody>' + "".join(
-            f"<tr><th>{html.escape(label)}</th>{_cell('summary', key, metric, value)}</tr>"
-            for key, label, metric, value in summary_rows) + "</tbody></table>",
-    ]
-    for name, chart_title in charts.items():
-        parts.append(f'<figure><img src="{html.escape(name)}" alt="{html.escape(chart_title)}">'
-                     f"<figcaption>{html.escape(chart_title)}</figcaption></figure>")
-    metrics = ["count", "error_count", "critical_count"]
-    for column, heading in (("event_type", "Event types"), ("publisher_id", "Publishers"),
-                            ("priority", "Priorities")):
-        parts.append(f"<h2>{heading}</h2>")
-        parts.append(_table(column, [heading.rstrip("s"), "notifications", "errors", "critical"],
-                            _by(detail, column), metrics))
-    parts.append(f"<h2>Windows</h2><p>The {min(len(windows), RECENT_WINDOWS)} most recent of "
-                 f"{len(windows)}.</p>")
-    windows = windows.tail(RECENT_WINDOWS)
-    parts.append(_table(
-        "window", ["start", "end", "notifications", "error rate", "critical rate", "delay p50 (s)",
-                   "delay p95 (s)"],
-        ((f"{r.window_start:%Y-%m-%d %H:%M:%S}", [f"{r.window_start:%Y-%m-%d %H:%M:%S}",
-                                                  f"{r.window_end:%H:%M:%S}"],
-          [int(r.count), float(r.error_rate), float(r.critical_rate), r.delay_p50, r.delay_p95])
-         for r in windows.itertuples()),
-        ["count", "error_rate", "critical_rate", "delay_p50", "delay_p95"]))
-    parts.append("<h2>Archive</h2>")
-    parts.append(_table("archive", ["date", "event type", "notifications"],
-                        ((f"{r.date}/{r.event_type}", [r.date, r.event_type], [int(r.count)])
-                         for r in archive.itertuples()), ["count"]))
-    parts.append(f"<h2>Undecodable records ({len(errors):,})</h2>")
-    if len(errors):
-        sample = errors.head(ERROR_SAMPLE)
-        rows = "".join(
-            f"<tr><td>{html.escape(str(r.topic))}</td><td>{int(r.partition)}</td><td>{int(r.offset)}</td>"
-            f"<td>{html.escape(str(r.kafka_timestamp))}</td><td>{html.escape(str(r.error))}</td></tr>"
-            for r in sample.itertuples())
-        parts.append('<table data-table="errors"><thead><tr><th>topic</th><th>partition</th>'
-                     f"<th>offset</th><th>broker time</th><th>error</th></tr></thead><tbody>{rows}"
-                     "</tbody></table>")
-        if len(errors) > ERROR_SAMPLE:
-            parts.append(f"<p>First {ERROR_SAMPLE} shown.</p>")
-    else:
-        parts.append("<p>None.</p>")
-    parts.append("</body></html>")
-    return "\n".join(parts)
-
+# -- page --------------------------------------------------------------------------------------
 
 def build_report(output: str | os.PathLike, report_dir: str | os.PathLike | None = None,
                  title: str = "Notification bus report") -> Path:
@@ -260,27 +265,14 @@ def build_report(output: str | os.PathLike, report_dir: str | os.PathLike | None
     out.mkdir(parents=True, exist_ok=True)
     for old in out.glob("*.png"):
         old.unlink()
-    stats = load_stats(output / "stats")
-    archive = archive_counts(output / "archive")
-    errors = load_errors(output / "errors")
-    charts = _charts(stats, out)
-    page = render_html(stats, archive, errors, charts, title,
-                       {"statistics": str(output / "stats"), "archive": str(output / "archive")})
+    data = ReportData(load_partials(output / "stats"), archive_counts(output / "archive"),
+                      load_errors(output / "errors"))
+    charts = _charts(data, out)
+    page = render_page(data, charts, title, {"statistics": str(output / "stats"),
+                                             "archive": str(output / "archive")}, ERROR_SAMPLE)
     index = out / "index.html"
     tmp = out / ".index.html.tmp"
     tmp.write_text(page, encoding="utf-8")
     tmp.replace(index)
     LOG.info("Report written to %s (%d charts)", index, len(charts))
     return index
-
-
-_CSS = """
-body{font-family:system-ui,sans-serif;margin:2em;max-width:1100px;color:#222}
-table{border-collapse:collapse;margin:.5em 0 1.5em}
-th,td{border:1px solid #ccc;padding:.25em .6em;text-align:left}
-td.num{text-align:right;font-variant-numeric:tabular-nums}
-th{background:#f3f3f3}
-figure{margin:1em 0}
-figcaption{color:#555;font-size:.9em}
-.meta{color:#666;font-size:.85em}
-"""

@@ -16,6 +16,8 @@ from __future__ import annotations
 import logging
 from typing import Sequence
 
+from notify_transport.pipeline.hadoop_fs import filesystem as _filesystem
+
 LOG = logging.getLogger(__name__)
 
 STAGING = "_staging"
@@ -86,17 +88,3 @@ class BatchParquetWriter:
         for status in matches:
             fs.delete(status.getPath(), False)
         return len(matches)
-
-
-def _filesystem(spark, root: str):
-    """Hadoop FileSystem of ``root`` and a Path constructor, through the session's JVM."""
-    jvm = spark.sparkContext._jvm  # noqa: SLF001
-    hadoop_conf = spark.sparkContext._jsc.hadoopConfiguration()  # noqa: SLF001
-    path_class = jvm.org.apache.hadoop.fs.Path
-
-    def path(parent, child: str | None = None):
-        if child is None:
-            return path_class(parent)
-        return path_class(parent, child)
-
-    return path_class(root).getFileSystem(hadoop_conf), path

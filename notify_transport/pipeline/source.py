@@ -23,11 +23,18 @@ batch default earliest); ``endingOffsets`` (batch; default latest);
 ``maxOffsetsPerTrigger`` (alias ``maxRecordsPerTrigger``); ``failOnDataLoss``
 (default true); ``kafkaConsumer.pollTimeoutMs`` (default 120000);
 ``metadataTimeoutMs`` (default 30000); ``arrowBatchSize`` (default 10000).
+
+With ``decode`` true the source gives the decoded columns of
+:data:`notify_transport.pipeline.decode.DECODED_SCHEMA` instead, decoding in
+the same Python worker that read the records (``baseTopics``: the notifier
+topics, comma-separated; ``decodePayload``: false leaves ``payload`` null).
+That saves the records a trip from Python to the JVM and back into a
+decoding UDF: the pipeline reads this way.
 """
 from __future__ import annotations
 
 import logging
-from typing import Iterator, Mapping, Sequence
+from typing import TYPE_CHECKING, Iterator, Mapping, Sequence
 
 from pyspark.sql.datasource import DataSource, DataSourceReader, DataSourceStreamReader, InputPartition
 from pyspark.sql.streaming.datasource import (ReadAllAvailable, ReadLimit, ReadMaxRows, ReadMinRows,
@@ -36,8 +43,11 @@ from pyspark.sql.types import (BinaryType, IntegerType, LongType, StringType, St
                                TimestampType)
 
 from notify_transport.exceptions import ConfigurationError
-from notify_transport.pipeline import kafka_io, offsets
+from notify_transport.pipeline import decode, kafka_io, offsets
 from notify_transport.pipeline.kafka_settings import KafkaSettings
+
+if TYPE_CHECKING:
+    from confluent_kafka.admin import AdminClient
 
 LOG = logging.getLogger(__name__)
 
@@ -85,6 +95,9 @@ class SourceOptions:
         self.metadata_timeout = _positive_int("metadataTimeoutMs",
                                               opts.get("metadatatimeoutms", "30000")) / 1000
         self.arrow_batch_size = _positive_int("arrowBatchSize", opts.get("arrowbatchsize", "10000"))
+        self.decode = _boolean("decode", opts.get("decode", "false"))
+        self.base_topics = tuple(t.strip() for t in opts.get("basetopics", "").split(",") if t.strip())
+        self.decode_payload = _boolean("decodePayload", opts.get("decodepayload", "true"))
 
 
 class KafkaInputPartition(InputPartition):
@@ -102,6 +115,8 @@ class NotifyKafkaDataSource(DataSource):
         return FORMAT_NAME
 
     def schema(self) -> StructType:
+        if _boolean("decode", {k.lower(): v for k, v in self.options.items()}.get("decode", "false")):
+            return decode.DECODED_SCHEMA
         return KAFKA_SCHEMA
 
     def reader(self, schema: StructType) -> "KafkaBatchReader":
@@ -117,9 +132,9 @@ class _KafkaReading:
     def __init__(self, options: SourceOptions, schema: StructType) -> None:
         self.options = options
         self.schema = schema
-        self._admin = None
+        self._admin: AdminClient | None = None
 
-    def _admin_client(self):
+    def _admin_client(self) -> AdminClient:
         if self._admin is None:
             self._admin = kafka_io.admin_client(self.options.kafka_config)
         return self._admin
@@ -131,14 +146,21 @@ class _KafkaReading:
     def _offsets(self, partitions: Sequence[offsets.TopicPartition], which: str) -> offsets.Offsets:
         return kafka_io.list_offsets(self._admin_client(), partitions, which, self.options.metadata_timeout)
 
-    def read(self, partition: KafkaInputPartition) -> Iterator:
+    def read(self, partition: InputPartition) -> Iterator:
         from pyspark.sql.pandas.types import to_arrow_schema
 
-        arrow_schema = to_arrow_schema(self.schema, timezone="UTC")
-        yield from kafka_io.read_range(self.options.kafka_config, partition.value, arrow_schema,
-                                       batch_size=self.options.arrow_batch_size,
-                                       poll_timeout=self.options.poll_timeout,
-                                       fail_on_data_loss=self.options.fail_on_data_loss)
+        if not isinstance(partition, KafkaInputPartition):
+            raise TypeError(f"expected a KafkaInputPartition, got {type(partition).__name__}")
+
+        options = self.options
+        arrow_schema = to_arrow_schema(KAFKA_SCHEMA, timezone="UTC")
+        batches = kafka_io.read_range(options.kafka_config, partition.value, arrow_schema,
+                                      batch_size=options.arrow_batch_size, poll_timeout=options.poll_timeout,
+                                      fail_on_data_loss=options.fail_on_data_loss)
+        if options.decode:
+            yield from decode.decode_batches(batches, options.base_topics, options.decode_payload)
+        else:
+            yield from batches
 
     def __getstate__(self) -> dict:
         state = dict(self.__dict__)
@@ -228,6 +250,12 @@ class KafkaStreamReader(_KafkaReading, DataSourceStreamReader, SupportsTriggerAv
             available = sum(max(0, latest[tp] - start[tp]) for tp in latest)
             return None if available >= limit.min_rows else 0
         return None
+
+
+def _boolean(name: str, value: str) -> bool:
+    if value.strip().lower() not in ("true", "false"):
+        raise ConfigurationError(f"{FORMAT_NAME}: {name} must be true or false, got {value!r}")
+    return value.strip().lower() == "true"
 
 
 def _positive_int(name: str, value: str) -> int:

@@ -26,7 +26,7 @@ __all__ = ["RPCClient", "get_rpc_client"]
 _marker: Any = object()
 
 
-class _CallContext:
+class CallContext:
     """A target plus call settings; what ``prepare()`` returns."""
 
     def __init__(self, transport: Any, target: Target, serializer: Serializer,
@@ -94,7 +94,7 @@ class _CallContext:
     def prepare(self, exchange: Any = _marker, topic: Any = _marker, namespace: Any = _marker,
                 version: Any = _marker, server: Any = _marker, fanout: Any = _marker,
                 timeout: Any = _marker, version_cap: Any = _marker, retry: Any = _marker,
-                call_monitor_timeout: Any = _marker, transport_options: Any = _marker) -> "_CallContext":
+                call_monitor_timeout: Any = _marker, transport_options: Any = _marker) -> "CallContext":
         """A context overriding some target attributes and call settings."""
         if version is not _marker and version is not None:
             try:
@@ -110,14 +110,18 @@ class _CallContext:
         def pick(value: Any, current: Any) -> Any:
             return current if value is _marker else value
 
-        return _CallContext(self.transport, target, self.serializer,
+        return CallContext(self.transport, target, self.serializer,
                             pick(timeout, self.timeout), pick(version_cap, self.version_cap),
                             pick(retry, self.retry),
                             pick(call_monitor_timeout, self.call_monitor_timeout),
                             pick(transport_options, self.transport_options))
 
 
-class RPCClient(_CallContext):
+#: the former private name, for code that used it
+_CallContext = CallContext
+
+
+class RPCClient(CallContext):
     """Invokes methods on remote RPC servers; made by :func:`get_rpc_client`."""
 
     def __init__(self, transport: Any, target: Target, timeout: float | None = None,

@@ -33,7 +33,7 @@ dispatcher_opts = [
 
 
 def all_opts() -> list[cfg.Opt]:
-    return client_opts + pool_opts + dispatcher_opts
+    return [*client_opts, *pool_opts, *dispatcher_opts]
 
 
 def register_client_opts(conf: cfg.ConfigOpts) -> None:
@@ -41,4 +41,4 @@ def register_client_opts(conf: cfg.ConfigOpts) -> None:
 
 
 def register_server_opts(conf: cfg.ConfigOpts) -> None:
-    register_opts(conf, pool_opts + dispatcher_opts)
+    register_opts(conf, [*pool_opts, *dispatcher_opts])

@@ -19,6 +19,7 @@ from typing import Any, Iterable
 from notify_transport.drivers.base import Listener
 from notify_transport.exceptions import (ConfigurationError, ExecutorLoadFailure, ExpectedException, InvalidTarget,
                                          MessageUndeliverable, NoSuchMethod, ServerListenError)
+from notify_transport.lifecycle import ServerContext
 from notify_transport.rpc import options
 from notify_transport.rpc.access import RPCAccessPolicyBase, expose
 from notify_transport.rpc.dispatcher import RPCDispatcher
@@ -34,8 +35,12 @@ __all__ = ["RPCServer", "get_rpc_server", "expected_exceptions", "expose"]
 POLL_INTERVAL = 1.0
 
 
-class RPCServer:
-    """Serves the endpoints of one target (topic and server name)."""
+class RPCServer(ServerContext):
+    """Serves the endpoints of one target (topic and server name).
+
+    ``with server:`` starts it and, on leaving the block, stops it and waits
+    for the requests in progress.
+    """
 
     def __init__(self, transport: Any, target: Target, dispatcher: RPCDispatcher,
                  executor: str | None = "threading") -> None:

@@ -74,7 +74,10 @@ def broker_answers(bootstrap: str, timeout: float = 2.0) -> bool:
             pass
     except OSError:
         return False
-    admin = AdminClient({"bootstrap.servers": bootstrap, "logger": logging.getLogger(f"{__name__}.probe"),
+    # confluent-kafka documents "logger" (a logging.Logger) as a config key; its stubs allow
+    # only str/int/float values
+    admin = AdminClient({"bootstrap.servers": bootstrap,
+                         "logger": logging.getLogger(f"{__name__}.probe"),  # type: ignore[dict-item]
                          "reconnect.backoff.max.ms": 200, "socket.connection.setup.timeout.ms": 1000})
     try:
         return bool(admin.list_topics(timeout=timeout).brokers)

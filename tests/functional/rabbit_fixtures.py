@@ -20,6 +20,7 @@ from typing import Callable, Iterator
 import pika
 import pytest
 from oslo_config import cfg
+from waits import wait_until
 
 RABBIT_HOST = os.environ.get("NOTIFY_TRANSPORT_RABBIT_HOST", "127.0.0.1")
 RABBIT_PORT = int(os.environ.get("NOTIFY_TRANSPORT_RABBIT_PORT", "5672"))
@@ -240,9 +241,5 @@ def servers(transports: Callable[..., object]) -> Iterator[Callable[..., object]
 
 
 def wait_for(predicate: Callable[[], bool], timeout: float = 10.0, interval: float = 0.01) -> bool:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return True
-        time.sleep(interval)
-    return predicate()
+    """:func:`waits.wait_until` with the rabbit tests' shorter defaults."""
+    return wait_until(predicate, timeout, interval)

@@ -10,6 +10,7 @@ import pytest
 
 import notify_transport
 from notify_transport import NotificationResult, Notifier, Target
+from waits import wait_until
 
 pytestmark = [pytest.mark.functional, pytest.mark.slow]
 
@@ -53,13 +54,6 @@ def read_back(driver, topic: str, expected: int, quiet: float = 1.0) -> list:
         reader.close()
 
 
-def wait_until(predicate, timeout: float) -> bool:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return True
-        time.sleep(0.05)
-    return bool(predicate())
 
 
 @pytest.mark.parametrize("how", ["raise", "requeue"])

@@ -18,6 +18,7 @@ from confluent_kafka.admin import AdminClient
 
 import notify_transport
 from notify_transport import NotificationResult, Target
+from waits import wait_until
 
 pytestmark = [pytest.mark.functional, pytest.mark.slow]
 
@@ -64,13 +65,6 @@ class Endpoint:
         return NotificationResult.REQUEUE if payload.get("requeue") else NotificationResult.HANDLED
 
 
-def wait_until(predicate, timeout: float) -> bool:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return True
-        time.sleep(0.05)
-    return bool(predicate())
 
 
 def dead_letter_count(bootstrap: str, topic: str) -> int:

@@ -23,6 +23,7 @@ from confluent_kafka.admin import AdminClient
 
 import notify_transport
 from notify_transport import Notifier
+from waits import wait_until
 
 pytestmark = [pytest.mark.functional, pytest.mark.slow]
 
@@ -99,13 +100,6 @@ def committed_offset(bootstrap: str, pool: str, topic: str) -> int:
     return result.topic_partitions[0].offset
 
 
-def wait_until(predicate, timeout: float) -> bool:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return True
-        time.sleep(0.05)
-    return bool(predicate())
 
 
 def test_sigkilled_listener_every_message_processed_dupes_bounded(tansu, kafka_conf, unique_topic,

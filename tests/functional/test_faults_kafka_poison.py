@@ -21,6 +21,7 @@ import notify_transport
 from notify_transport import Notifier, Target
 from notify_transport.drivers.envelope import decode_notification
 from notify_transport.exceptions import DecodeError
+from waits import wait_until
 
 pytestmark = [pytest.mark.functional, pytest.mark.slow]
 
@@ -85,13 +86,6 @@ class Endpoint:
             self.seen.append(payload["n"])
 
 
-def wait_until(predicate, timeout: float) -> bool:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return True
-        time.sleep(0.05)
-    return bool(predicate())
 
 
 def test_generated_records_are_what_they_claim():

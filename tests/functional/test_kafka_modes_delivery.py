@@ -16,19 +16,13 @@ from confluent_kafka.admin import AdminClient
 import notify_transport
 from notify_transport import NotificationResult, Notifier, Target
 from notify_transport.drivers.kafka.delivery.hooks import ListenerHooks
+from waits import wait_until
 
 pytestmark = pytest.mark.functional
 
 
 # -- helpers ------------------------------------------------------------------------
 
-def wait_until(predicate: Callable[[], Any], timeout: float = 15.0, interval: float = 0.02) -> bool:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return True
-        time.sleep(interval)
-    return bool(predicate())
 
 
 class Recorder:

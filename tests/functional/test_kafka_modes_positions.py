@@ -16,17 +16,11 @@ from notify_transport import Notifier, Target
 from notify_transport.drivers.kafka.positions import MessageId
 from notify_transport.drivers.kafka.reader import PartitionIterator, merge
 from notify_transport.exceptions import ConfigurationError, MessagingException
+from waits import wait_until
 
 pytestmark = pytest.mark.functional
 
 
-def wait_until(predicate, timeout=15.0):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return True
-        time.sleep(0.02)
-    return bool(predicate())
 
 
 class Recorder:

@@ -105,3 +105,16 @@ def test_session_environment_is_set_by_the_code(monkeypatch):
     conf = session.default_conf("local[2]")
     assert conf["spark.ui.enabled"] == "false" and conf["spark.sql.shuffle.partitions"] == "2"
     assert "password" in conf["spark.redaction.regex"]
+
+
+def test_source_decode_options_are_checked():
+    from notify_transport.pipeline.decode import DECODED_SCHEMA
+    from notify_transport.pipeline.source import KAFKA_SCHEMA, NotifyKafkaDataSource, SourceOptions
+
+    base = {"kafka.bootstrap.servers": "127.0.0.1:9", "subscribe": "n.info"}
+    options = SourceOptions({**base, "decode": "TRUE", "baseTopics": "n, m"}, streaming=True)
+    assert (options.decode, options.base_topics, options.decode_payload) == (True, ("n", "m"), True)
+    with pytest.raises(ConfigurationError, match="decode must be true or false"):
+        SourceOptions({**base, "decode": "yes"}, streaming=True)
+    assert NotifyKafkaDataSource({**base, "decode": "true"}).schema() == DECODED_SCHEMA
+    assert NotifyKafkaDataSource(base).schema() == KAFKA_SCHEMA

@@ -90,8 +90,9 @@ def test_generator_config_names_the_namespace() -> None:
 # -- the documentation -----------------------------------------------------------------
 
 def test_sphinx_build_with_warnings_as_errors(tmp_path: Path) -> None:
+    """Nitpicky (-n) as tox -e docs and make docs: every cross-reference resolves."""
     pytest.importorskip("sphinx", reason="install the docs extra")
-    proc = subprocess.run([sys.executable, "-m", "sphinx", "-W", "--keep-going", "-q", "-b", "html",
+    proc = subprocess.run([sys.executable, "-m", "sphinx", "-n", "-W", "--keep-going", "-q", "-b", "html",
                            str(DOC), str(tmp_path / "html")], capture_output=True, text=True,
                           timeout=300, check=False)
     assert proc.returncode == 0, proc.stderr
@@ -190,11 +191,11 @@ def test_every_page_is_in_the_toctree() -> None:
 def test_tox_envs() -> None:
     parser = configparser.ConfigParser(interpolation=None)
     parser.read(ROOT / "tox.ini")
-    for env in ("functional", "spark", "docs", "genconfig", "bench", "pep8"):
+    for env in ("functional", "spark", "docs", "genconfig", "bench", "pep8", "mypy"):
         assert parser.has_section(f"testenv:{env}"), env
     assert "tests/unit" in parser.get("testenv", "commands")  # py3 runs the base testenv
     docs = parser.get("testenv:docs", "commands")
-    assert "sphinx-build -W" in docs and "doc/source" in docs
+    assert "sphinx-build -n -W" in docs and "doc/source" in docs
     assert "etc/notify-transport-config-generator.conf" in parser.get("testenv:genconfig", "commands")
     assert "tests/functional" in parser.get("testenv:functional", "commands")
     assert "tests/spark" in parser.get("testenv:spark", "commands")

@@ -146,6 +146,14 @@ def _private_uses_in(where: str, tree: ast.Module, own: set[str]) -> list[tuple[
             elif node.attr in KNOWN_OFFENDERS or node.attr not in own:
                 problems.append((where, node.attr,
                                  f"{where}:{node.lineno}: {ast.unparse(node)} (not defined here)"))
+        elif (isinstance(node, ast.Call) and isinstance(node.func, ast.Name)
+              and node.func.id in ("getattr", "setattr", "hasattr") and len(node.args) >= 2
+              and isinstance(node.args[1], ast.Constant) and isinstance(node.args[1].value, str)
+              and _is_private(node.args[1].value)):
+            name = node.args[1].value
+            if _root_name(node.args[0]) in foreign or name in KNOWN_OFFENDERS or name not in own:
+                problems.append((where, name, f"{where}:{node.lineno}: {ast.unparse(node)} "
+                                              "(a private name by string)"))
     return problems
 
 
@@ -172,6 +180,7 @@ def test_the_rabbit_driver_has_no_io_shortcuts_module():
     "import concurrent.futures._base\n",
     "from concurrent.futures._base import Future\n",
     "def f(conn):\n    return conn._transport._sock\n",
+    "from oslo_context import context\ngetattr(context, '_request_store', None)\n",
 ])
 def test_the_scan_finds_private_names(code):
     assert find_private_uses(_parse({"sample.py": code}))

@@ -53,6 +53,23 @@ def test_the_current_context_of_the_thread_is_left_alone():
     assert oslo_context.get_current() is ctxt
 
 
+def test_no_current_context_stays_none():
+    """The check's probe contexts never become the caller's current context."""
+    import threading
+
+    seen = []
+
+    def fresh_thread():
+        redaction._check.cache_clear()
+        assert redaction._check() is not False
+        seen.append(oslo_context.get_current())
+
+    worker = threading.Thread(target=fresh_thread)
+    worker.start()
+    worker.join()
+    assert seen == [None]
+
+
 def test_a_different_oslo_context_disables_the_shortcut(monkeypatch):
     original = oslo_context.RequestContext.to_dict
     monkeypatch.setattr(oslo_context.RequestContext, "to_dict",

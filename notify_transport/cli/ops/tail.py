@@ -150,7 +150,7 @@ def format_template(item: Received, template: str) -> str:
 
 def format_line(item: Received, long: bool = False) -> str:
     """``timestamp PRIORITY publisher event_type payload`` on one line."""
-    message = item.message
+    message = item.message or {}
     stamp = str(message.get("timestamp") or "")[:23]
     if not stamp and item.timestamp is not None:
         stamp = format_time(item.timestamp)
@@ -287,7 +287,7 @@ def _pool_messages(listener: Any, tally: Tally, limit: int | None) -> Iterator[R
             batch = listener.poll(timeout=SLICE, max_messages=want)
             skipped = getattr(listener, "skipped", 0)
             for _ in range(skipped - skipped_before):
-                yield Received({}, None, "?", -1, -1, None)  # type: ignore[arg-type]
+                yield Received({}, None, "?", -1, -1, None)
             skipped_before = skipped
             if not batch:
                 yield None

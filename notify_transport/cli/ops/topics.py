@@ -108,9 +108,9 @@ def render(by_vhost: Mapping[str | None, Sequence[TopicRow]], other: Sequence[To
                       f"{total} message(s)" + (f"; {extra} retry/dead-letter topic(s)" if extra else "")
                       + "\n" + _indent(body))
     if other:
-        rows = [(r.kafka_topic, r.partitions, r.messages) for r in other]
-        blocks.append(f"other topics: {len(rows)}\n"
-                      + _indent(table(("KAFKA TOPIC", "PARTITIONS", "MESSAGES"), rows,
+        other_rows = [(r.kafka_topic, r.partitions, r.messages) for r in other]
+        blocks.append(f"other topics: {len(other_rows)}\n"
+                      + _indent(table(("KAFKA TOPIC", "PARTITIONS", "MESSAGES"), other_rows,
                                       right=("PARTITIONS", "MESSAGES"))))
     return "\n\n".join(blocks)
 

@@ -132,8 +132,11 @@ class ClusterAdmin:
     def client(self) -> AdminClient:
         with self._lock:
             if self._client is None:
-                self._client = AdminClient({**self._config, "logger": self._logger,
-                                            "error_cb": self._on_error})
+                # "logger" and "error_cb" are documented config keys; the stubs allow
+                # only str/int/float values
+                config: dict[str, Any] = {**self._config, "logger": self._logger,
+                                          "error_cb": self._on_error}
+                self._client = AdminClient(config)
             return self._client
 
     def _on_error(self, err: KafkaError) -> None:

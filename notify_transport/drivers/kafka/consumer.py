@@ -26,7 +26,7 @@ import functools
 import logging
 import threading
 import time
-from typing import Any, Callable
+from typing import Any, Callable, cast
 
 import confluent_kafka
 from confluent_kafka import (OFFSET_BEGINNING, OFFSET_END, KafkaError, KafkaException, Message,
@@ -39,7 +39,7 @@ from notify_transport.drivers.kafka.delivery.commit import CommitPolicy
 from notify_transport.drivers.kafka.client_properties import RDKAFKA_LOG, redact
 from notify_transport.drivers.kafka.delivery.counters import DeliveryCounters
 from notify_transport.drivers.kafka.delivery.deadletter import SideProducer
-from notify_transport.drivers.kafka.message import KafkaMessage
+from notify_transport.drivers.kafka.message import ConsumedRecord, KafkaMessage
 from notify_transport.drivers.kafka.positions import resolve_offsets
 from notify_transport.drivers.kafka.reporting import RateLimitedLog
 from notify_transport.drivers.kafka.delivery.retry import DelayGate
@@ -126,7 +126,7 @@ class KafkaListener(Listener):
         #: (taken by the policy: committed before dispatch, or stored), returned by
         #: poll() even after stop(), as the Listener contract says
         self._chunk: int | None = None if hand_out_chunk is None else max(1, int(hand_out_chunk))
-        self._ready: list[Message] = []
+        self._ready: list[ConsumedRecord] = []
 
     def __repr__(self) -> str:
         return f"<{self.name}>"
@@ -389,16 +389,17 @@ class KafkaListener(Listener):
 
     def _process(self, records: list[Message]) -> list[IncomingMessage]:
         """Errors out, delayed records held, then :meth:`_hand_out`."""
-        good = records
+        good = cast("list[ConsumedRecord]", records)  # unless the check below finds an error
         for record in records:
             if record.error() is not None:
-                good = []
+                kept: list[Message] = []
                 for r in records:
                     err = r.error()
                     if err is None:
-                        good.append(r)
+                        kept.append(r)
                     else:
                         self._record_error(err)
+                good = cast("list[ConsumedRecord]", kept)
                 break
         if self._gate is not None and good:
             good = self._gate.admit(good)
@@ -406,7 +407,7 @@ class KafkaListener(Listener):
             return []
         return self._hand_out(good)
 
-    def _hand_out(self, good: list[Message]) -> list[IncomingMessage]:
+    def _hand_out(self, good: list[ConsumedRecord]) -> list[IncomingMessage]:
         """Commit policy told, then decode; undecodable records are skipped (or dead-lettered).
 
         With a hand-out chunk, only the first pieces are decoded now (more of
@@ -434,14 +435,14 @@ class KafkaListener(Listener):
             if finish is not None:
                 finish()
 
-    def _decode(self, records: list[Message],
-                take: Callable[[Message], Any] | None = None) -> list[IncomingMessage]:
+    def _decode(self, records: list[ConsumedRecord],
+                take: Callable[[ConsumedRecord], Any] | None = None) -> list[IncomingMessage]:
         """Messages of ``records``; undecodable ones are skipped.
 
         ``take`` (a tracking policy's) is told of every record first and gives
         each message its acknowledgement handlers; else they are the policy's.
         """
-        out = []
+        out: list[IncomingMessage] = []
         append = out.append
         decode = decode_notification
         on_ack, on_requeue = self.policy.on_ack, self.policy.on_requeue
@@ -471,7 +472,7 @@ class KafkaListener(Listener):
             out = self._decode(piece)
         return out
 
-    def _skip(self, record: Message, exc: Exception) -> None:
+    def _skip(self, record: ConsumedRecord, exc: Exception) -> None:
         self.skipped += 1
         self.counters.undecodable.incr()
         action = ("dead-lettering" if self.settings.dead_letter_topic is not None

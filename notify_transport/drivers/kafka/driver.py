@@ -115,6 +115,8 @@ class KafkaDriver(BaseDriver):
         """The Kafka topics a listener on these pairs subscribes to, in order, without repeats."""
         topics: list[str] = []
         for target, priority in targets_and_priorities:
+            if not target.topic:
+                raise InvalidTarget("A topic is required to listen", target)
             name = kafka_topic(target.topic, priority, self.vhost)
             if name not in topics:
                 topics.append(name)

@@ -8,11 +8,38 @@ looks at would cost more than the dispatch. The record is kept and the fields
 """
 from __future__ import annotations
 
-from typing import Any, Callable
+from typing import Any, Callable, Protocol
 
-from confluent_kafka import Message
+from confluent_kafka import KafkaError
 
 from notify_transport.drivers.base import IncomingMessage
+
+
+class ConsumedRecord(Protocol):
+    """A record a consumer returned without error: a confluent-kafka ``Message`` as it is then.
+
+    The client's types allow None for ``topic()``, ``partition()`` and ``offset()``
+    (a ``Message`` may carry an error event instead, or be built by hand); a record
+    handed on after the error check always has them. The code that handles records
+    is typed with this protocol, and the consumer casts once per checked batch, so
+    that knowledge lives in one place at no cost per record.
+    """
+
+    def topic(self) -> str: ...
+
+    def partition(self) -> int: ...
+
+    def offset(self) -> int: ...
+
+    def key(self) -> bytes | None: ...
+
+    def value(self) -> bytes | None: ...
+
+    def headers(self) -> list[tuple[str, bytes]] | None: ...
+
+    def timestamp(self) -> tuple[int, int]: ...
+
+    def error(self) -> KafkaError | None: ...
 
 
 class KafkaMessage(IncomingMessage):
@@ -20,7 +47,7 @@ class KafkaMessage(IncomingMessage):
 
     __slots__ = ("record",)
 
-    def __init__(self, ctxt: dict, message: dict, record: Message,
+    def __init__(self, ctxt: dict, message: dict, record: ConsumedRecord,
                  on_ack: Callable[[IncomingMessage], None] | None = None,
                  on_requeue: Callable[[IncomingMessage], None] | None = None) -> None:
         # the base fields that are properties here are deliberately not set
@@ -31,32 +58,33 @@ class KafkaMessage(IncomingMessage):
         self._on_requeue = on_requeue
         self._settled = False
 
-    @property  # type: ignore[override]
-    def topic(self) -> str:
+    # read-only by design: the fields the base class stores are read from the record here
+    @property
+    def topic(self) -> str:  # type: ignore[override]
         return self.record.topic()
 
-    @property  # type: ignore[override]
-    def partition(self) -> int:
+    @property
+    def partition(self) -> int:  # type: ignore[override]
         return self.record.partition()
 
-    @property  # type: ignore[override]
-    def offset(self) -> int:
+    @property
+    def offset(self) -> int:  # type: ignore[override]
         return self.record.offset()
 
-    @property  # type: ignore[override]
-    def key(self) -> bytes | None:
+    @property
+    def key(self) -> bytes | None:  # type: ignore[override]
         return self.record.key()
 
-    @property  # type: ignore[override]
-    def timestamp(self) -> float | None:
+    @property
+    def timestamp(self) -> float | None:  # type: ignore[override]
         """Broker or producer time in seconds since the epoch, None when the record has none."""
         kind, millis = self.record.timestamp()
         return millis / 1000.0 if kind else None
 
-    @property  # type: ignore[override]
-    def headers(self) -> list[tuple[str, bytes]] | None:
+    @property
+    def headers(self) -> list[tuple[str, bytes]] | None:  # type: ignore[override]
         return self.record.headers()
 
-    @property  # type: ignore[override]
-    def raw(self) -> Any:
+    @property
+    def raw(self) -> Any:  # type: ignore[override]
         return self.record.value()

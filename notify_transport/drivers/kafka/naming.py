@@ -43,13 +43,15 @@ class SendTopics:
 
     def __init__(self, vhost: str | None) -> None:
         self.vhost = vhost or None
-        self._cache: dict[str, str] = {}
+        self._cache: dict[str | None, str] = {}  # None is never stored: a miss, refused below
 
-    def __call__(self, target_topic: str) -> str:
+    def __call__(self, target_topic: str | None) -> str:
         try:
             return self._cache[target_topic]
         except KeyError:
             pass
+        if not target_topic:
+            raise InvalidTarget("A topic is required to send", target_topic)
         name = kafka_topic(target_topic, None, self.vhost)
         if len(self._cache) >= self._MAX_ENTRIES:
             self._cache.clear()

@@ -26,7 +26,7 @@ class SecretCompatStrOpt(cfg.StrOpt):
     ours after its copy (its copy stays: what oslo.messaging logs itself).
     """
 
-    def __init__(self, name: str, **kwargs: object) -> None:
+    def __init__(self, name: str, **kwargs: Any) -> None:
         kwargs["secret"] = True
         super().__init__(name, **kwargs)
 

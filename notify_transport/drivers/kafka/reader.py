@@ -20,13 +20,14 @@ import queue
 import threading
 import time
 import uuid
-from typing import Any, Iterable, Iterator
+from typing import Any, Iterable, Iterator, cast
 
 import confluent_kafka
 from confluent_kafka import OFFSET_BEGINNING, OFFSET_END, KafkaError, KafkaException, TopicPartition
 
 from notify_transport.drivers.kafka.client_properties import RDKAFKA_LOG
 from notify_transport.drivers.kafka import client_properties
+from notify_transport.drivers.kafka.message import ConsumedRecord
 from notify_transport.drivers.kafka.positions import (COMMITTED, LATEST, MessageId, StartPosition,
                                                       resolve_offsets)
 from notify_transport.exceptions import ConfigurationError, MessagingException
@@ -79,7 +80,7 @@ class Record:
         return MessageId(self.topic, self.partition, self.offset)
 
 
-def _record(msg: confluent_kafka.Message) -> Record:
+def _record(msg: ConsumedRecord) -> Record:
     kind, millis = msg.timestamp()
     return Record(msg.topic(), msg.partition(), msg.offset(), msg.key(), msg.value(),
                   tuple(msg.headers() or ()), millis / 1000.0 if kind else None)
@@ -167,8 +168,9 @@ class PartitionConsumer:
             if msg is not None:
                 err = msg.error()
                 if err is None:
-                    self._position = msg.offset() + 1
-                    return _record(msg)
+                    record = cast(ConsumedRecord, msg)  # no error: topic, partition, offset are set
+                    self._position = record.offset() + 1
+                    return _record(record)
                 if err.fatal() or err.code() in (KafkaError.UNKNOWN_TOPIC_OR_PART,
                                                  KafkaError._UNKNOWN_PARTITION):
                     raise MessagingException(f"{self.name}: {err.str()}")

@@ -101,8 +101,9 @@ class RabbitConnection:
         self.purpose = purpose
         #: Whether other threads may borrow the loop (run_locked, read_while_waiting).
         self._lending = ioloop.AVAILABLE
-        self._services: Any = ioloop.LendingIOServices() if self._lending else None
-        self._ioloop: Any = self._services.loop if self._lending else IOLoop()
+        services = ioloop.LendingIOServices() if self._lending else None
+        self._services = services
+        self._ioloop: Any = services.loop if services is not None else IOLoop()
         self._thread = threading.Thread(target=self._run, name=f"rabbit-{purpose}-io", daemon=True)
         self._io_ident: int | None = None
         self._conn: pika.SelectConnection | None = None
@@ -372,11 +373,11 @@ class RabbitConnection:
                     f"{self.settings.virtual_host!r}: {message}")
             self._cond.notify_all()
         LOG.error("%r: cannot connect to %s: %s", self, where, message)
-        for user in list(self._users):
+        for channel_user in list(self._users):
             try:
-                user.io_connect_failed(error)
+                channel_user.io_connect_failed(error)
             except Exception:
-                LOG.exception("%r: %s failed handling a connection failure", self, user.name)
+                LOG.exception("%r: %s failed handling a connection failure", self, channel_user.name)
         self._io_schedule_reconnect()
 
     def _io_schedule_reconnect(self) -> None:

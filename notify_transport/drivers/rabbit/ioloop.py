@@ -457,7 +457,8 @@ class LendingIOServices(SelectorIOServicesAdapter):
 
     @property
     def loop(self) -> LendingIOLoop:
-        return self.get_native_ioloop()  # type: ignore[return-value]
+        loop: LendingIOLoop = self.get_native_ioloop()
+        return loop
 
     def create_streaming_connection(self, protocol_factory: Callable[[], AbstractStreamProtocol],
                                     sock: socket.socket, on_done: Callable[[Any], None],

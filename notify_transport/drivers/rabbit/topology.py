@@ -131,10 +131,10 @@ class Topology:
         for ex, rk in exchange_names_and_keys:
             by_key.setdefault(rk, []).append((self.topic_exchange(ex), rk))
         out = []
-        for rk, bindings in by_key.items():
+        for rk, key_bindings in by_key.items():
             base = self.topic_queue(self.topic_exchange(None), rk, [])
             out.append(QueueSpec(rk, base.durable, base.auto_delete, base.arguments,
-                                 _unique(tuple(bindings)), base.consumer_arguments))
+                                 _unique(tuple(key_bindings)), base.consumer_arguments))
         return out
 
     def _transient_args(self) -> dict[str, Any]:

@@ -22,7 +22,7 @@ import logging
 import time
 from typing import Any
 
-from confluent_kafka import KafkaError, KafkaException, Message, TopicPartition
+from confluent_kafka import KafkaError, KafkaException, TopicPartition
 
 from notify_transport.drivers.base import IncomingMessage
 from notify_transport.drivers.kafka.delivery.commit import CommitPolicy
@@ -30,6 +30,7 @@ from notify_transport.drivers.kafka.delivery.counters import DeliveryCounters
 from notify_transport.drivers.kafka.delivery.hooks import ListenerHooks
 from notify_transport.drivers.kafka.delivery.retry import Requeuer
 from notify_transport.drivers.kafka.delivery.tracker import OffsetTracker, PartitionTrack
+from notify_transport.drivers.kafka.message import ConsumedRecord
 
 LOG = logging.getLogger(__name__)
 
@@ -78,7 +79,7 @@ class AtLeastOnce(CommitPolicy):
             self._handles[(topic, partition)] = handle
         return handle
 
-    def _take(self, record: Message) -> _Handle:
+    def _take(self, record: ConsumedRecord) -> _Handle:
         handle = self._handle(record.topic(), record.partition())
         handle.track.add(record.offset())
         return handle
@@ -97,16 +98,16 @@ class AtLeastOnce(CommitPolicy):
 
     # -- outcomes --------------------------------------------------------------
     def requeue(self, handle: _Handle, message: IncomingMessage) -> None:
-        record: Message = message.record  # type: ignore[attr-defined]
+        record: ConsumedRecord = message.record  # type: ignore[attr-defined]
         self._copy(handle.track, record, lambda done: self.requeuer.requeue(
             record, getattr(message, "error", None), done))
 
-    def on_undecodable(self, record: Message, error: Exception) -> None:
+    def on_undecodable(self, record: ConsumedRecord, error: Exception) -> None:
         track = self._handle(record.topic(), record.partition()).track
         self._copy(track, record, lambda done: self.requeuer.dead_letter(
             record, f"undecodable: {error}", done, logged=True))
 
-    def _copy(self, track: PartitionTrack, record: Message, send: Any) -> None:
+    def _copy(self, track: PartitionTrack, record: ConsumedRecord, send: Any) -> None:
         offset = record.offset()
 
         def done(confirmed: bool) -> None:

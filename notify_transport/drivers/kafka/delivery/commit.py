@@ -30,14 +30,15 @@ import threading
 import time
 from typing import Any, Callable, Iterable
 
-from confluent_kafka import Consumer, KafkaError, KafkaException, Message, TopicPartition
+from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 
 from notify_transport.drivers.base import IncomingMessage
+from notify_transport.drivers.kafka.message import ConsumedRecord
 
 LOG = logging.getLogger(__name__)
 
 
-def next_offsets(records: Iterable[Message]) -> list[TopicPartition]:
+def next_offsets(records: Iterable[ConsumedRecord]) -> list[TopicPartition]:
     """Offsets to commit after ``records``: one past the highest offset of each partition."""
     highest: dict[tuple[str, int], int] = {}
     for record in records:
@@ -56,7 +57,7 @@ class CommitPolicy:
     on_ack: Callable[[IncomingMessage], None] | None = None
     on_requeue: Callable[[IncomingMessage], None] | None = None
     #: Per-record tracking (see the module docstring); None: on_polled() is used.
-    take: Callable[[Message], Any] | None = None
+    take: Callable[[ConsumedRecord], Any] | None = None
     #: Called at every turn of the polling loop when not None.
     tick: Callable[[], None] | None = None
     #: The consumer's on_commit callback when not None (results of asynchronous commits).
@@ -76,10 +77,10 @@ class CommitPolicy:
     def on_assigned(self, partitions: list[TopicPartition]) -> None:
         pass
 
-    def on_polled(self, records: list[Message]) -> Callable[[], None] | None:
+    def on_polled(self, records: list[ConsumedRecord]) -> Callable[[], None] | None:
         return None
 
-    def on_undecodable(self, record: Message, error: Exception) -> None:
+    def on_undecodable(self, record: ConsumedRecord, error: Exception) -> None:
         pass
 
     def on_revoke(self, partitions: list[TopicPartition], lost: bool = False) -> None:
@@ -198,7 +199,7 @@ class CommitBeforeDispatch(CommitPolicy):
     #: decodes too fast to hide anything and is committed inline.
     OVERLAP_MIN_RECORDS = 32
 
-    def on_polled(self, records: list[Message]) -> Callable[[], None] | None:
+    def on_polled(self, records: list[ConsumedRecord]) -> Callable[[], None] | None:
         offsets = next_offsets(records)
         if len(records) < self.OVERLAP_MIN_RECORDS:
             self._settle(offsets, self._commit_with_retries(offsets))
@@ -247,7 +248,7 @@ class CommitBeforeDispatch(CommitPolicy):
         self.requeuer.requeue(message.record, getattr(message, "error", None),  # type: ignore[attr-defined]
                               _ignore)
 
-    def on_undecodable(self, record: Message, error: Exception) -> None:
+    def on_undecodable(self, record: ConsumedRecord, error: Exception) -> None:
         if self.requeuer is not None:
             self.requeuer.dead_letter(record, f"undecodable: {error}", _ignore, logged=True)
 
@@ -263,7 +264,7 @@ class AutoCommit(CommitPolicy):
     """``enable_auto_commit``: offsets of polled records are stored when polled and
     committed in the background by librdkafka (oslo.messaging's asynchronous commits)."""
 
-    def on_polled(self, records: list[Message]) -> None:
+    def on_polled(self, records: list[ConsumedRecord]) -> None:
         try:
             self.consumer.store_offsets(offsets=next_offsets(records))  # type: ignore[union-attr]
         except KafkaException as exc:  # partition revoked meanwhile: the next owner reads them

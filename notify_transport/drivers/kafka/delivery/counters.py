@@ -48,6 +48,15 @@ class DeliveryCounters:
 
     NAMES = ("undecodable", "retried", "dead_lettered", "copy_failures", "stale",
              "cancelled", "commits", "commit_failures")
+    # the slots' types (set in __init__ by name)
+    undecodable: Counter
+    retried: Counter
+    dead_lettered: Counter
+    copy_failures: Counter
+    stale: Counter
+    cancelled: Counter
+    commits: Counter
+    commit_failures: Counter
 
     __slots__ = NAMES
 

@@ -25,10 +25,11 @@ import time
 from typing import Any, Callable
 
 import confluent_kafka
-from confluent_kafka import KafkaError, KafkaException, Message
+from confluent_kafka import KafkaError, KafkaException
 
 from notify_transport.drivers.kafka.client_properties import RDKAFKA_LOG, redact
 from notify_transport.drivers.kafka.producer import fatal_error
+from notify_transport.drivers.kafka.message import ConsumedRecord
 from notify_transport.drivers.kafka.reporting import RateLimitedLog
 
 LOG = logging.getLogger(__name__)
@@ -59,7 +60,7 @@ def header(headers: list[tuple[str, bytes]] | None, name: str) -> bytes | None:
     return found
 
 
-def attempts_of(record: Message) -> int:
+def attempts_of(record: ConsumedRecord) -> int:
     """Processing attempts already made before this delivery of ``record`` (0 for a fresh one)."""
     raw = header(record.headers(), ATTEMPTS)
     try:
@@ -68,7 +69,7 @@ def attempts_of(record: Message) -> int:
         return 0
 
 
-def origin_of(record: Message) -> tuple[str, int, int]:
+def origin_of(record: ConsumedRecord) -> tuple[str, int, int]:
     """``(topic, partition, offset)`` where ``record`` was first read."""
     headers = record.headers()
     topic = header(headers, ORIGINAL_TOPIC)
@@ -93,7 +94,7 @@ def error_text(error: BaseException | str | None) -> str:
     return text[:MAX_ERROR_LENGTH]
 
 
-def copy_headers(record: Message, attempts: int, error: str, pool: str,
+def copy_headers(record: ConsumedRecord, attempts: int, error: str, pool: str,
                  origin: tuple[str, int, int] | None = None) -> list[tuple[str, bytes]]:
     """The record's own headers with ours set for a retry or dead-letter copy.
 
@@ -202,8 +203,9 @@ class SideProducer:
         deadline = time.monotonic() + QUEUE_WAIT
         while True:
             try:
+                # the stubs type headers as an invariant list of (str, str | bytes | None)
                 producer.produce(delivery.topic, delivery.value, delivery.key,
-                                 headers=delivery.headers, on_delivery=delivery)
+                                 headers=delivery.headers, on_delivery=delivery)  # type: ignore[arg-type]
                 return
             except BufferError:
                 if not wait or time.monotonic() >= deadline or self.closed:

@@ -20,13 +20,14 @@ import logging
 import time
 from typing import Any, Callable, Iterable
 
-from confluent_kafka import KafkaError, Message, TopicPartition
+from confluent_kafka import KafkaError, TopicPartition
 
 from notify_transport.drivers.kafka.delivery import deadletter
 from notify_transport.drivers.kafka.delivery.counters import DeliveryCounters
 from notify_transport.drivers.kafka.delivery.deadletter import SideProducer
 from notify_transport.drivers.kafka.delivery.hooks import DeadLetter, ListenerHooks
 from notify_transport.drivers.kafka.delivery.settings import ListenerSettings
+from notify_transport.drivers.kafka.message import ConsumedRecord
 from notify_transport.exceptions import ConfigurationError
 
 LOG = logging.getLogger(__name__)
@@ -73,7 +74,7 @@ class Requeuer:
     def dead_letter_topics(self, topics: Iterable[str]) -> list[str]:
         return _unique(self.settings.dead_letter_topic_for(t, self.pool) for t in topics)
 
-    def main_topic(self, record: Message) -> str:
+    def main_topic(self, record: ConsumedRecord) -> str:
         """The listener topic ``record`` belongs to: its own topic, or the one its retry topic retries.
 
         A retry topic shared by several main topics (a template without
@@ -92,14 +93,14 @@ class Requeuer:
                     return wanted
         return mains[0]
 
-    def from_retry_topic(self, record: Message) -> bool:
+    def from_retry_topic(self, record: ConsumedRecord) -> bool:
         return record.topic() in self._mains_of
 
-    def attempts_made(self, record: Message) -> int:
+    def attempts_made(self, record: ConsumedRecord) -> int:
         """Attempts before this delivery: 0 for a record of a main topic, whatever its headers say."""
         return deadletter.attempts_of(record) if self.from_retry_topic(record) else 0
 
-    def origin(self, record: Message) -> tuple[str, int, int]:
+    def origin(self, record: ConsumedRecord) -> tuple[str, int, int]:
         """Where ``record`` was first read: its coordinates, or (retry topics) what the copy carries."""
         if self.from_retry_topic(record):
             return deadletter.origin_of(record)
@@ -111,7 +112,7 @@ class Requeuer:
         return self._dead[main]
 
     # -- routing ---------------------------------------------------------------
-    def requeue(self, record: Message, error: BaseException | None, on_done: Confirmed) -> None:
+    def requeue(self, record: ConsumedRecord, error: BaseException | None, on_done: Confirmed) -> None:
         """Processing of ``record`` failed (``error``) or was requeued (None): retry or dead-letter."""
         attempts = self.attempts_made(record) + 1
         text = deadletter.error_text(error)
@@ -127,7 +128,7 @@ class Requeuer:
         else:
             self.dead_letter(record, text, on_done, attempts)
 
-    def dead_letter(self, record: Message, error: str, on_done: Confirmed,
+    def dead_letter(self, record: ConsumedRecord, error: str, on_done: Confirmed,
                     attempts: int | None = None, logged: bool = False) -> None:
         """Send ``record`` to its dead-letter topic (``attempts`` made, the failed one included).
 
@@ -148,14 +149,14 @@ class Requeuer:
             return
         self._send(record, topic, attempts, error, on_done, dead=True, logged=logged)
 
-    def _unroutable(self, record: Message, exc: Exception, on_done: Confirmed) -> None:
+    def _unroutable(self, record: ConsumedRecord, exc: Exception, on_done: Confirmed) -> None:
         """A topic outside the listener's own gives no valid copy topic: reported as a failed copy."""
         LOG.error("%s: no retry / dead-letter topic for %s[%d]@%d: %s", self.name, record.topic(),
                   record.partition(), record.offset(), exc)
         self.counters.copy_failures.incr()
         on_done(False)
 
-    def _send(self, record: Message, topic: str, attempts: int, error: str, on_done: Confirmed,
+    def _send(self, record: ConsumedRecord, topic: str, attempts: int, error: str, on_done: Confirmed,
               dead: bool, logged: bool = False) -> None:
         origin = self.origin(record)
         headers = deadletter.copy_headers(record, attempts, error, self.pool, origin)
@@ -198,18 +199,18 @@ class DelayGate:
         self._pause = pause
         self._resume = resume
         self._clock = clock
-        self._held: dict[tuple[str, int], collections.deque[Message]] = {}
+        self._held: dict[tuple[str, int], collections.deque[ConsumedRecord]] = {}
 
     @property
     def held(self) -> int:
         """Records waiting."""
         return sum(len(q) for q in self._held.values())
 
-    def _due(self, record: Message) -> float:
+    def _due(self, record: ConsumedRecord) -> float:
         kind, millis = record.timestamp()
         return (millis / 1000.0 + self.delay) if kind and millis >= 0 else 0.0
 
-    def admit(self, records: list[Message]) -> list[Message]:
+    def admit(self, records: list[ConsumedRecord]) -> list[ConsumedRecord]:
         """The records that may be handed out now, in order; the others are held."""
         if not self.topics:
             return records
@@ -230,12 +231,12 @@ class DelayGate:
                     LOG.warning("Could not pause %s[%d] for its retry delay: %s", key[0], key[1], exc)
         return out
 
-    def release(self, limit: int) -> list[Message]:
+    def release(self, limit: int) -> list[ConsumedRecord]:
         """Up to ``limit`` held records that are due now; resume partitions left empty."""
         if not self._held:
             return []
         now = self._clock()
-        out: list[Message] = []
+        out: list[ConsumedRecord] = []
         for key in list(self._held):
             queue = self._held[key]
             while queue and len(out) < limit and self._due(queue[0]) <= now:
