@@ -11,7 +11,7 @@ whose layout is the driver's own business; import them from here::
     from notify_transport.kafka import ListenerHooks, MessageId, StartPosition, merge
 """
 from notify_transport.drivers.kafka.driver import KafkaDriver
-from notify_transport.drivers.kafka.hooks import DeadLetter, ListenerHooks
+from notify_transport.drivers.kafka.delivery.hooks import DeadLetter, ListenerHooks
 from notify_transport.drivers.kafka.positions import KINDS, MessageId, StartPosition, parse_start_position
 from notify_transport.drivers.kafka.reader import (MergedIterator, PartitionConsumer, PartitionIterator, Record,
                                                    merge)

@@ -30,10 +30,10 @@ from typing import Any, Iterable, Sequence
 from oslo_config import cfg
 from stevedore import named
 
-from notify_transport.drivers.base import PRIORITIES
+from notify_transport.drivers.naming import PRIORITIES
 from notify_transport.drivers.config import register_opts
 from notify_transport.drivers.kafka.options import delivery_opts
-from notify_transport.drivers.kafka.settings import EXTRA_KEYWORDS, OPTION_NAMES
+from notify_transport.drivers.kafka.delivery.settings import EXTRA_KEYWORDS, OPTION_NAMES
 from notify_transport.exceptions import ConfigurationError
 from notify_transport.notify.filter import NotificationFilter
 from notify_transport.notify.listener import (NotificationServer, get_batch_notification_listener,
@@ -49,7 +49,7 @@ NAMESPACE = "notify_transport.listeners"
 SECTION_PREFIX = "listener:"
 
 #: Listener attributes an endpoint may declare, besides the delivery options
-#: (:data:`notify_transport.drivers.kafka.settings.OPTION_NAMES`) and ``hooks``.
+#: (:data:`notify_transport.drivers.kafka.delivery.settings.OPTION_NAMES`) and ``hooks``.
 ATTRIBUTES = ("topics", "pool", "filter_rule", "batch_size", "batch_timeout", "allow_requeue")
 
 #: Options of a ``[listener:NAME]`` section. Unset (None) means: the endpoint's

@@ -81,7 +81,7 @@ autodoc_default_options: dict[str, object] = {}
 def _documented_alias(app, env, node, contnode):
     """Resolve a reference to one of our objects by the public name it is documented under.
 
-    Type hints name an object where it is defined (``notify_transport.drivers.kafka.hooks.
+    Type hints name an object where it is defined (``notify_transport.drivers.kafka.delivery.hooks.
     ListenerHooks``); the API reference documents it where users import it from
     (``notify_transport.kafka.ListenerHooks``). A reference that names no documented
     object (or, for a relative name, the object it names in the module being documented)

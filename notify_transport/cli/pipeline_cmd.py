@@ -18,7 +18,7 @@ import sys
 
 from notify_transport.cli import common, global_options
 from notify_transport.cli.ops import args as cli_args
-from notify_transport.drivers.base import PRIORITIES
+from notify_transport.drivers.naming import PRIORITIES
 from notify_transport.exceptions import ConfigurationError
 
 LOG = logging.getLogger(__name__)

@@ -8,13 +8,14 @@ from __future__ import annotations
 
 import abc
 import threading
-from typing import Any, Callable, Iterable, Sequence
+from typing import Any, Callable, Iterable, Protocol, Sequence
 
+from notify_transport.drivers.naming import PRIORITIES
 from notify_transport.exceptions import NotSupported
 from notify_transport.target import Target
 
-#: Priorities in oslo.messaging's order; topics use the lower-case names.
-PRIORITIES = ("audit", "debug", "info", "warn", "error", "critical", "sample")
+#: Kept importable from here for drivers written against it; defined in :mod:`.naming`.
+__all__ = ["PRIORITIES", "BaseDriver", "Executor", "IncomingMessage", "Listener"]
 
 
 class IncomingMessage:
@@ -76,9 +77,21 @@ class IncomingMessage:
                 f"event_type={self.message.get('event_type')!r}>")
 
 
+class Executor(Protocol):
+    """Runs dispatches for a listener (see :meth:`Listener.executor`)."""
+
+    def submit(self, message: IncomingMessage, work: Callable[[IncomingMessage], Any]) -> None:
+        """Run ``work(message)`` (dispatch, then acknowledge or requeue), now or on a worker."""
+
+
 class Listener(abc.ABC):
     """A driver's subscription, polled by a listener thread of the API layer.
 
+    The API layer calls :meth:`start`, :meth:`poll`, the messages'
+    ``acknowledge()``/``requeue()``, :meth:`stop` (or :meth:`abort`),
+    :meth:`drain`, :meth:`commit` and :meth:`cleanup`, plus one optional
+    capability, :meth:`executor`. How a driver takes, commits and hands out
+    messages (Kafka's chunks, delivery modes, workers) stays behind these.
     Batching (``batch_size``/``batch_timeout``) is the API layer's job: a
     driver returns what it has as soon as it has anything.
     """
@@ -89,18 +102,13 @@ class Listener(abc.ABC):
     @abc.abstractmethod
     def poll(self, timeout: float | None = None, max_messages: int = 1) -> list[IncomingMessage]:
         """Return 1 to ``max_messages`` messages, or ``[]`` once ``timeout``
-        seconds passed or :meth:`stop` was called."""
+        seconds passed or :meth:`stop` was called.
 
-    def set_hand_out_chunk(self, size: int) -> bool:
-        """Hand a batch taken in one go (e.g. one Kafka commit) out ``size`` messages per poll.
-
-        Each piece is then decoded only when the previous one was processed, so
-        it is freed before the next exists. The rest of the batch is already
-        the caller's: the next polls return it, even after :meth:`stop`, and
-        the caller must poll until it gets ``[]`` before :meth:`cleanup`.
-        Returns False (and changes nothing) when the driver does not do this.
+        After :meth:`stop`, a poll returns (without waiting) what the driver had
+        already received for this listener and not handed out yet, then ``[]``:
+        a caller stopping gracefully polls until it gets ``[]`` before
+        :meth:`cleanup`, so nothing the driver already took (or committed) is lost.
         """
-        return False
 
     def start(self) -> None:
         """Begin receiving. Returns once messages sent from now on will be received."""
@@ -119,17 +127,22 @@ class Listener(abc.ABC):
     def cleanup(self) -> None:
         """Release connections. Called once, after :meth:`stop`."""
 
-    # -- processing done by the driver (optional) --------------------------------
-    #: True when the driver runs each dispatch itself (worker threads, lifecycle
-    #: hooks): the API layer then hands every message to :meth:`submit`.
-    runs_processing = False
+    # -- the one optional capability: the driver runs each dispatch itself ----------
+    def executor(self, batch: bool) -> Executor | None:
+        """Who runs the dispatches of this listener's messages, or None for the caller, inline.
 
-    def submit(self, message: IncomingMessage, work: Callable[[IncomingMessage], Any]) -> None:
-        """Run ``work(message)`` (dispatch, then acknowledge or requeue); here, inline."""
-        work(message)
+        A driver returns an :class:`Executor` when it runs dispatches itself
+        (worker threads, lifecycle hooks, completion tracking); the caller then
+        hands it every message instead of dispatching it. ``batch`` says the
+        caller dispatches whole batches: a driver that cannot run those raises
+        :class:`~notify_transport.exceptions.ConfigurationError`, one that
+        leaves them to the caller returns None. Called once, before :meth:`start`.
+        """
+        return None
 
     def drain(self, timeout: float | None = None) -> bool:
-        """Wait until work given to :meth:`submit` finished; False if ``timeout`` ran out."""
+        """Wait until the driver's own work for settled messages (its executor's dispatches,
+        copies it still sends) finished; False if ``timeout`` ran out."""
         return True
 
     def abort(self) -> None:

@@ -61,7 +61,7 @@ import threading
 from types import ModuleType
 from typing import Any, Callable, TypeVar
 
-from notify_transport.drivers.kafka.config import RDKAFKA_LOG
+from notify_transport.drivers.kafka.client_properties import RDKAFKA_LOG
 
 #: The modules whose concurrency primitives must be native under eventlet.
 NATIVE_PACKAGE = "notify_transport.drivers.kafka"

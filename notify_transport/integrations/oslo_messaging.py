@@ -267,7 +267,7 @@ class NtKafkaDriver(oslo_base.BaseDriver):
         if callable(check):
             return bool(check(**self.listener_options))
         try:
-            from notify_transport.drivers.kafka.settings import listener_settings
+            from notify_transport.drivers.kafka.delivery.settings import listener_settings
             settings = listener_settings(self.driver.opts, dict(self.listener_options))
         except (ImportError, TypeError, nt_exceptions.ConfigurationError) as exc:
             LOG.debug("Cannot tell whether requeue is possible: %s", exc)

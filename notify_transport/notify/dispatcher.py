@@ -6,7 +6,8 @@ import itertools
 import logging
 from typing import Any, Callable, Iterable, Sequence
 
-from notify_transport.drivers.base import PRIORITIES, IncomingMessage
+from notify_transport.drivers.base import IncomingMessage
+from notify_transport.drivers.naming import PRIORITIES
 from notify_transport.serializer import NoOpSerializer, Serializer
 
 LOG = logging.getLogger(__name__)

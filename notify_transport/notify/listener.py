@@ -12,7 +12,7 @@ import threading
 import time
 from typing import Any, Iterable, Sequence
 
-from notify_transport.drivers.base import IncomingMessage, Listener
+from notify_transport.drivers.base import Executor, IncomingMessage, Listener
 from notify_transport.exceptions import ConfigurationError, ExecutorLoadFailure, ServerListenError
 from notify_transport.lifecycle import ServerContext
 from notify_transport.notify.dispatcher import (BatchNotificationDispatcher, NotificationDispatcher,
@@ -28,15 +28,10 @@ POLL_INTERVAL = 1.0
 _MAX_BACKOFF = 5.0
 #: Most messages one poll may return to a (non-batch) listener, which then
 #: dispatches them one by one. Taking what the driver already has in one call
-#: (Kafka: up to max_poll_records, committed together as oslo.messaging does)
-#: instead of one message per poll saves a poll, and in Kafka's default mode a
-#: synchronous commit, per message; drivers return as soon as they have one.
+#: instead of one message per poll saves a poll per message; drivers return as
+#: soon as they have one, and may hand a large take out over several polls
+#: (which is why a graceful stop polls until ``[]``).
 DISPATCH_POLL_SIZE = 500
-#: ... but decoded and dispatched this many at a time where the driver can
-#: (``set_hand_out_chunk``): each piece is freed before the next is decoded,
-#: so hundreds of decoded notifications never live at once, which would make
-#: the garbage collector scan and promote them (about 15% of a Kafka listener).
-DISPATCH_CHUNK = 64
 
 
 class NotificationServer(ServerContext):
@@ -78,7 +73,7 @@ class NotificationServer(ServerContext):
         self._stats_lock = threading.Lock()
         #: the driver listener of the last run, for metrics() after it stopped
         self._last_listener: Listener | None = None
-        self._drain_after_stop = False
+        self._executor: Executor | None = None
 
     def __repr__(self) -> str:
         topics = ",".join(t.topic or "" for t in self.targets)
@@ -105,14 +100,12 @@ class NotificationServer(ServerContext):
                 raise
             except Exception as exc:
                 raise ServerListenError(self.targets, exc) from exc
-            #: the driver holds back part of each batch for us: poll it all before closing
-            self._drain_after_stop = (not self.dispatcher.batch
-                                      and listener.set_hand_out_chunk(DISPATCH_CHUNK))
-            if (self.dispatcher.batch and listener.runs_processing
-                    and int(self.driver_options.get("workers") or 1) > 1):
+            try:
+                #: the driver runs each dispatch itself (workers, hooks), or None: inline
+                self._executor = listener.executor(batch=self.dispatcher.batch)
+            except Exception:
                 listener.cleanup()
-                raise ConfigurationError("workers > 1 needs a listener that dispatches one "
-                                         "notification at a time, not a batch listener")
+                raise
             try:
                 listener.start()
             except Exception as exc:
@@ -247,8 +240,8 @@ class NotificationServer(ServerContext):
     def _run(self) -> None:
         listener = self._listener
         assert listener is not None
-        # the driver runs each dispatch itself (workers, hooks): hand messages to it
-        submit = listener.submit if listener.runs_processing and not self.dispatcher.batch else None
+        executor = self._executor
+        submit = executor.submit if executor is not None and not self.dispatcher.batch else None
         backoff = 0.1
         while not self._stopping.is_set():
             try:
@@ -261,8 +254,7 @@ class NotificationServer(ServerContext):
                 continue
             if batch:
                 self._handle(batch, submit)
-        if self._drain_after_stop:
-            self._drain_held_back(listener, submit)
+        self._drain_held_back(listener, submit)
         try:
             listener.commit()
         except Exception:
@@ -278,8 +270,8 @@ class NotificationServer(ServerContext):
             self._process_each(batch)
 
     def _drain_held_back(self, listener: Listener, submit: Any) -> None:
-        """After stop(): dispatch what the driver already took for us (in Kafka's
-        default mode it is committed, so nobody else would ever dispatch it)."""
+        """After a graceful stop(): dispatch what the driver already took for us (it
+        may be committed already, so nobody else would ever dispatch it)."""
         while not self._aborting:
             try:
                 batch = listener.poll(timeout=0, max_messages=DISPATCH_POLL_SIZE)

@@ -27,7 +27,7 @@ import pytest
 
 import notify_transport
 from notify_transport import Notifier, Target
-from notify_transport.drivers.kafka.hooks import ListenerHooks
+from notify_transport.drivers.kafka.delivery.hooks import ListenerHooks
 from notify_transport.exceptions import MessageDeliveryFailure
 
 pytestmark = [pytest.mark.functional, pytest.mark.slow]

@@ -15,7 +15,7 @@ from confluent_kafka.admin import AdminClient
 
 import notify_transport
 from notify_transport import NotificationResult, Notifier, Target
-from notify_transport.drivers.kafka.hooks import ListenerHooks
+from notify_transport.drivers.kafka.delivery.hooks import ListenerHooks
 from waits import wait_until
 
 pytestmark = pytest.mark.functional
@@ -107,7 +107,7 @@ def notify(transport, topic: str, ids, publishers: int | list[str] = 1) -> None:
 
 def publishers_on_each_worker(workers: int) -> list[str]:
     """One publisher id per worker (the key decides the worker)."""
-    from notify_transport.drivers.kafka.workers import worker_index
+    from notify_transport.drivers.kafka.delivery.workers import worker_index
 
     chosen: dict[int, str] = {}
     n = 0

@@ -11,7 +11,7 @@ import pytest
 
 import notify_transport
 from notify_transport import NotificationFilter, Notifier, Target
-from notify_transport.drivers.kafka.commit import CommitBeforeDispatch
+from notify_transport.drivers.kafka.delivery.commit import CommitBeforeDispatch
 
 pytestmark = pytest.mark.functional
 

@@ -18,9 +18,9 @@ from notify_transport.cli.ops import follow, lag, replay, tail, timespec, topics
 from notify_transport.cli.ops.start import parse_start
 from notify_transport.cli.ops.cluster import GroupInfo, Member
 from notify_transport.cli.ops.topic_kinds import TopicKind, TopicNamer
-from notify_transport.drivers.base import PRIORITIES
-from notify_transport.drivers.kafka.settings import DEFAULT_DEAD_LETTER_TOPIC, DEFAULT_RETRY_TOPIC
-from notify_transport.drivers.kafka.settings import topic_name as settings_topic_name
+from notify_transport.drivers.naming import PRIORITIES
+from notify_transport.drivers.kafka.delivery.settings import DEFAULT_DEAD_LETTER_TOPIC, DEFAULT_RETRY_TOPIC
+from notify_transport.drivers.kafka.delivery.settings import topic_name as settings_topic_name
 from notify_transport.drivers.naming import notification_topic
 from notify_transport.cli.ops.output import Progress, table
 from notify_transport.testing.brokers import free_port

@@ -6,9 +6,9 @@ import threading
 
 from confluent_kafka import KafkaError, KafkaException, Message
 
-from notify_transport.drivers.kafka.commit import CommitBeforeDispatch
+from notify_transport.drivers.kafka.delivery.commit import CommitBeforeDispatch
 from notify_transport.drivers.kafka.consumer import KafkaListener
-from notify_transport.drivers.kafka.hooks import ListenerHooks
+from notify_transport.drivers.kafka.delivery.hooks import ListenerHooks
 from notify_transport.drivers.envelope import encode
 
 
@@ -136,8 +136,7 @@ def test_a_chunked_listener_holds_the_rest_of_a_committed_batch_and_returns_it_a
     consumer.release.set()
     p = policy(consumer)
     p.OVERLAP_MIN_RECORDS = 10_000  # committed inline: no decoding ahead while it runs
-    listener = KafkaListener({"group.id": "g"}, ["t.info"], p)
-    assert listener.set_hand_out_chunk(50)
+    listener = KafkaListener({"group.id": "g"}, ["t.info"], p, hand_out_chunk=50)
     good = encode({"event_type": "e", "priority": "INFO", "payload": {}}, {})
     bad = b"not json"
     batch = records(200, value=good)
@@ -169,8 +168,7 @@ def test_a_chunked_listener_holds_the_rest_of_a_committed_batch_and_returns_it_a
 def test_pieces_are_decoded_ahead_only_while_the_commit_runs():
     consumer = GatedConsumer()
     p = policy(consumer)
-    listener = KafkaListener({"group.id": "g"}, ["t.info"], p)
-    listener.set_hand_out_chunk(50)
+    listener = KafkaListener({"group.id": "g"}, ["t.info"], p, hand_out_chunk=50)
     good = encode({"event_type": "e", "priority": "INFO", "payload": {}}, {})
     threading.Timer(0.3, consumer.release.set).start()  # the broker answers late
     first = listener._hand_out(records(400, value=good))

@@ -6,14 +6,15 @@ from oslo_config import cfg
 
 from notify_transport.drivers.base import IncomingMessage
 from notify_transport.drivers.config import resolve_options
-from notify_transport.drivers.kafka import deadletter, options as kafka_options
-from notify_transport.drivers.kafka.atleastonce import AtLeastOnce
-from notify_transport.drivers.kafka.commit import CommitBeforeDispatch
-from notify_transport.drivers.kafka.counters import DeliveryCounters
-from notify_transport.drivers.kafka.hooks import ListenerHooks
+from notify_transport.drivers.kafka import options as kafka_options
+from notify_transport.drivers.kafka.delivery import deadletter
+from notify_transport.drivers.kafka.delivery.atleastonce import AtLeastOnce
+from notify_transport.drivers.kafka.delivery.commit import CommitBeforeDispatch
+from notify_transport.drivers.kafka.delivery.counters import DeliveryCounters
+from notify_transport.drivers.kafka.delivery.hooks import ListenerHooks
 from notify_transport.drivers.kafka.message import KafkaMessage
-from notify_transport.drivers.kafka.retry import DelayGate, Requeuer
-from notify_transport.drivers.kafka.settings import listener_settings
+from notify_transport.drivers.kafka.delivery.retry import DelayGate, Requeuer
+from notify_transport.drivers.kafka.delivery.settings import listener_settings
 
 
 def record(topic="t.info", partition=0, offset=0, value=b"v", key=b"k", headers=None, ts_ms=1000):

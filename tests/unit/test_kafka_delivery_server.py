@@ -14,7 +14,15 @@ from notify_transport.notify.listener import get_batch_notification_listener, ge
 class StubListener(Listener):
     """Hands out one batch, runs submitted work on one worker thread, records acks."""
 
+    #: whether it offers itself as the executor (the driver runs each dispatch)
     runs_processing = True
+    workers = 1
+
+    def executor(self, batch):
+        if batch and self.workers > 1:
+            raise ConfigurationError("workers > 1 needs a listener that dispatches one "
+                                     "notification at a time, not a batch listener")
+        return self if self.runs_processing and not batch else None
 
     def __init__(self, count):
         super().__init__()
@@ -200,8 +208,9 @@ def test_plain_stop_and_wait_still_work():
     assert server.wait(5) and stub.cleaned
 
 
-def test_workers_with_a_batch_listener_is_refused():
+def test_a_driver_refusing_a_batch_listener_is_closed_and_its_error_reaches_the_caller():
     stub = StubListener(1)
+    stub.workers = 3
 
     class BatchEndpoint:
         def info(self, messages):
@@ -216,21 +225,16 @@ def test_workers_with_a_batch_listener_is_refused():
 
 class ChunkingListener(Listener):
     """Takes one batch of ``count`` at the first poll and hands it out ``chunk`` at a time,
-    also after stop(), as a driver that committed the whole batch must (set_hand_out_chunk)."""
+    also after stop(), as a driver that committed the whole batch must (the Listener contract);
+    with ``support=False`` it hands everything out at once and nothing after stop()."""
 
     def __init__(self, count, support=True):
         super().__init__()
         self.held = [IncomingMessage({}, {"priority": "INFO", "event_type": "e", "publisher_id": "p",
                                           "payload": {"i": i}}, topic="t", partition=0, offset=i)
                      for i in range(count)]
-        self.support = support
-        self.chunk = None
+        self.chunk = 64 if support else None
         self.polls_after_stop = 0
-
-    def set_hand_out_chunk(self, size):
-        if self.support:
-            self.chunk = size
-        return self.support
 
     def poll(self, timeout=None, max_messages=1):
         if self.stopped:
@@ -249,7 +253,6 @@ def test_what_the_driver_held_back_is_dispatched_after_a_graceful_stop():
     endpoint = Endpoint(release=release)
     server = get_notification_listener(StubTransport(stub), [Target(topic="t")], [endpoint])
     server.start()
-    assert stub.chunk == 64  # asked for pieces of DISPATCH_CHUNK
     assert wait_until(lambda: len(endpoint.seen) == 1)
     server.stop()  # while the first piece is being dispatched
     release.set()
@@ -275,4 +278,5 @@ def test_an_abrupt_stop_does_not_drain_and_a_driver_without_chunks_is_not_polled
     server.start()
     assert wait_until(lambda: not plain.held)
     server.stop()
-    assert server.wait(10) and plain.polls_after_stop <= 1  # only the poll the stop woke
+    # the poll the stop woke, and one that finds nothing held back
+    assert server.wait(10) and plain.polls_after_stop <= 2

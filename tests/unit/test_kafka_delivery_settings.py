@@ -8,10 +8,10 @@ from oslo_config import cfg
 
 from notify_transport.drivers.config import resolve_options
 from notify_transport.drivers.kafka import options as kafka_options
-from notify_transport.drivers.kafka.hooks import ListenerHooks, as_hooks
+from notify_transport.drivers.kafka.delivery.hooks import ListenerHooks, as_hooks
 from notify_transport.drivers.kafka.positions import (MessageId, StartPosition, parse_start_position,
                                                       resolve_offsets)
-from notify_transport.drivers.kafka.settings import listener_settings, topic_name
+from notify_transport.drivers.kafka.delivery.settings import listener_settings, topic_name
 from notify_transport.exceptions import ConfigurationError, InvalidTransportURL
 
 
@@ -60,6 +60,11 @@ def test_retry_topic_in_commit_before_dispatch_brings_a_dead_letter_topic():
     ({"retry_topic": "{topic}.r.{pool}", "dead_letter_topic": "none"}, "needs a dead_letter_topic"),
     ({"delivery_mode": "sometimes"}, "delivery_mode"),
     ({"workers": 0}, "workers"),
+    ({"workers": True}, "workers=True: a number is expected"),  # bool is an int to Python
+    ({"workers": 2.5}, "workers"),
+    ({"max_in_flight": None}, "max_in_flight"),
+    ({"commit_interval": "soon"}, "commit_interval"),
+    ({"requeue_on_error": 1}, "requeue_on_error=1: true or false"),
     ({"workers": 4, "max_in_flight": 2}, "max_in_flight"),
     ({"max_attempts": "many"}, "max_attempts"),
     ({"retry_delay": -1}, "retry_delay"),
@@ -190,16 +195,20 @@ def listen(driver, **options):
 
 
 def test_driver_picks_the_policy_and_side_topics():
-    from notify_transport.drivers.kafka.atleastonce import AtLeastOnce
-    from notify_transport.drivers.kafka.commit import AutoCommit, CommitBeforeDispatch
+    from notify_transport.drivers.kafka.delivery.atleastonce import AtLeastOnce
+    from notify_transport.drivers.kafka.delivery.commit import AutoCommit, CommitBeforeDispatch
 
     driver = driver_for("kafka://127.0.0.1:1/vh")
     try:
         plain = listen(driver)
         assert type(plain.policy) is CommitBeforeDispatch and plain.policy.requeuer is None
-        assert plain.retry_topics == [] and plain.dead_letter_topics == [] and not plain.runs_processing
+        assert plain.retry_topics == [] and plain.dead_letter_topics == []
+        assert plain.executor(batch=False) is None  # dispatched inline by the server
         alo = listen(driver, delivery_mode="at_least_once", workers=3)
-        assert isinstance(alo.policy, AtLeastOnce) and alo.runs_processing
+        assert isinstance(alo.policy, AtLeastOnce) and alo.executor(batch=False) is alo
+        with pytest.raises(ConfigurationError, match="workers > 1"):
+            alo.executor(batch=True)  # a batch listener cannot use ordered workers
+        assert listen(driver, delivery_mode="at_least_once").executor(batch=True) is None
         assert alo.retry_topics == ["n.info.vh.retry.pool"]
         assert alo.dead_letter_topics == ["n.info.vh.dlq"]
         assert alo._config["enable.auto.commit"] is False
@@ -219,7 +228,7 @@ def test_driver_picks_the_policy_and_side_topics():
 
 
 def test_driver_refuses_unknown_and_conflicting_listener_options():
-    from notify_transport.drivers.kafka.commit import CommitBeforeDispatch
+    from notify_transport.drivers.kafka.delivery.commit import CommitBeforeDispatch
 
     driver = driver_for("kafka://127.0.0.1:1?delivery_mode=at_least_once")
     try:

@@ -2,7 +2,7 @@
 import random
 import threading
 
-from notify_transport.drivers.kafka.tracker import OffsetTracker, PartitionTrack
+from notify_transport.drivers.kafka.delivery.tracker import OffsetTracker, PartitionTrack
 
 
 def test_in_order_completion_moves_the_position_each_time():

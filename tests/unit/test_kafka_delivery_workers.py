@@ -2,7 +2,7 @@
 import threading
 import time
 
-from notify_transport.drivers.kafka.workers import OrderedWorkers, worker_index
+from notify_transport.drivers.kafka.delivery.workers import OrderedWorkers, worker_index
 
 
 def threads_named(prefix):

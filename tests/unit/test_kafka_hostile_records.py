@@ -18,13 +18,13 @@ from oslo_config import cfg
 from notify_transport.drivers import envelope
 from notify_transport.drivers.config import resolve_options
 from notify_transport.drivers.kafka import options as kafka_options
-from notify_transport.drivers.kafka.atleastonce import AtLeastOnce
-from notify_transport.drivers.kafka.commit import CommitBeforeDispatch, CommitPolicy
+from notify_transport.drivers.kafka.delivery.atleastonce import AtLeastOnce
+from notify_transport.drivers.kafka.delivery.commit import CommitBeforeDispatch, CommitPolicy
 from notify_transport.drivers.kafka.consumer import KafkaListener
-from notify_transport.drivers.kafka.counters import DeliveryCounters
-from notify_transport.drivers.kafka.hooks import ListenerHooks
-from notify_transport.drivers.kafka.retry import Requeuer
-from notify_transport.drivers.kafka.settings import listener_settings
+from notify_transport.drivers.kafka.delivery.counters import DeliveryCounters
+from notify_transport.drivers.kafka.delivery.hooks import ListenerHooks
+from notify_transport.drivers.kafka.delivery.retry import Requeuer
+from notify_transport.drivers.kafka.delivery.settings import listener_settings
 from notify_transport.exceptions import DecodeError
 
 TOPIC = "t.info"

@@ -7,8 +7,8 @@ import threading
 import pytest
 from oslo_config import cfg
 
-from notify_transport.drivers.kafka.commit import next_offsets
-from notify_transport.drivers.kafka.counters import Counter
+from notify_transport.drivers.kafka.delivery.commit import next_offsets
+from notify_transport.drivers.kafka.delivery.counters import Counter
 from notify_transport.drivers.kafka.naming import SendTopics, kafka_topic
 from notify_transport.drivers.kafka.reporting import RateLimitedLog
 from notify_transport.exceptions import (ConfigurationError, InvalidTarget, InvalidTransportURL,

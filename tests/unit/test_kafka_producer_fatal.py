@@ -15,7 +15,8 @@ import time
 import pytest
 from confluent_kafka import KafkaError, KafkaException
 
-from notify_transport.drivers.kafka import deadletter, producer as producer_module
+from notify_transport.drivers.kafka import producer as producer_module
+from notify_transport.drivers.kafka.delivery import deadletter
 from notify_transport.drivers.kafka.producer import NotificationProducer
 
 OUT_OF_ORDER = KafkaError(KafkaError.OUT_OF_ORDER_SEQUENCE_NUMBER, "Broker: out of order sequence",

@@ -6,7 +6,8 @@ import logging
 import pytest
 from confluent_kafka import KafkaError
 
-from notify_transport.drivers.kafka import deadletter, producer as producer_module
+from notify_transport.drivers.kafka import producer as producer_module
+from notify_transport.drivers.kafka.delivery import deadletter
 from notify_transport.drivers.kafka.producer import NotificationProducer
 
 

@@ -17,7 +17,7 @@ import time
 import pytest
 from confluent_kafka import KafkaError, KafkaException
 
-from notify_transport.drivers.kafka import admin
+from notify_transport.drivers.kafka import cluster
 from notify_transport.exceptions import MessagingException
 
 pytest.importorskip("oslo_utils")
@@ -31,7 +31,8 @@ CHILD = textwrap.dedent("""
     import concurrent.futures, json, sys, threading, time
     from eventlet import patcher
     from notify_transport.drivers import base
-    from notify_transport.drivers.kafka import admin, commit, driver, producer, reader, workers
+    from notify_transport.drivers.kafka import cluster, driver, producer, reader
+    from notify_transport.drivers.kafka.delivery import commit, workers
     from notify_transport.integrations import eventlet_support
     from notify_transport.integrations.oslo_messaging import NtKafkaDriver
 
@@ -78,7 +79,7 @@ CHILD = textwrap.dedent("""
     # an AdminClient-style future, resolved from a native thread, waited for in another native thread
     future = concurrent.futures.Future()
     got = []
-    waiter = native.Thread(target=lambda: got.append(admin._result(future, 10.0)))
+    waiter = native.Thread(target=lambda: got.append(cluster._result(future, 10.0)))
     waiter.start()
     setter = native.Thread(target=lambda: (patcher.original("time").sleep(0.2), future.set_result("created")))
     setter.start()
@@ -149,20 +150,20 @@ def test_without_monkey_patching_calls_run_directly() -> None:
 def test_admin_result_waits_for_a_future_set_by_another_thread() -> None:
     future: concurrent.futures.Future = concurrent.futures.Future()
     threading.Timer(0.1, future.set_result, ("done",)).start()
-    assert admin._result(future, 10.0) == "done"
+    assert cluster._result(future, 10.0) == "done"
 
 
 def test_admin_result_raises_the_future_exception() -> None:
     future: concurrent.futures.Future = concurrent.futures.Future()
     future.set_exception(KafkaException(KafkaError(KafkaError.TOPIC_ALREADY_EXISTS)))
     with pytest.raises(KafkaException):
-        admin._result(future, 1.0)
+        cluster._result(future, 1.0)
 
 
 def test_admin_result_is_bounded() -> None:
     started = time.monotonic()
     with pytest.raises(MessagingException, match="did not answer an admin request within 0.2s"):
-        admin._result(concurrent.futures.Future(), 0.2)
+        cluster._result(concurrent.futures.Future(), 0.2)
     assert time.monotonic() - started < 5
 
 

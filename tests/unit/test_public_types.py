@@ -8,7 +8,8 @@ from pathlib import Path
 
 import notify_transport
 import notify_transport.kafka as public_kafka
-from notify_transport.drivers.kafka import driver, hooks, positions, reader
+from notify_transport.drivers.kafka import driver, positions, reader
+from notify_transport.drivers.kafka.delivery import hooks
 from notify_transport.notify import CountersLog
 from notify_transport.notify.counters_log import CountersLog as DeepCountersLog
 

@@ -13,7 +13,7 @@ from typing import Any
 
 from notify_transport.cli.global_options import HelpFormatter
 from notify_transport.cli.ops import timespec
-from notify_transport.drivers.base import PRIORITIES
+from notify_transport.drivers.naming import PRIORITIES
 
 #: Accepted spellings that are not priority names themselves.
 PRIORITY_ALIASES = {"warning": "warn"}

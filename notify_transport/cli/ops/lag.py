@@ -10,8 +10,8 @@ from notify_transport.cli.ops.cluster import (NO_OFFSET, GroupInfo, KafkaCluster
                                               default_topics, open_cluster)
 from notify_transport.cli.ops.output import EXIT_OK, emit, fail, failures_exit_1, table, warn
 from notify_transport.cli.ops.topic_kinds import DEAD_LETTER, NOTIFICATION, templates
-from notify_transport.drivers.base import PRIORITIES
-from notify_transport.drivers.kafka.settings import topic_name
+from notify_transport.drivers.naming import PRIORITIES
+from notify_transport.drivers.kafka.delivery.settings import topic_name
 from notify_transport.exceptions import ConfigurationError
 
 DESCRIPTION = """\

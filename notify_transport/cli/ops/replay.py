@@ -10,7 +10,7 @@ from notify_transport.cli.ops import args as cli_args
 from notify_transport.cli.ops.cluster import NO_OFFSET, Partition, default_topics, open_cluster
 from notify_transport.cli.ops.output import EXIT_OK, Progress, emit, fail, failures_exit_1, table, warn
 from notify_transport.cli.ops.timespec import HELP as TIME_HELP, format_time, to_millis
-from notify_transport.drivers.base import PRIORITIES
+from notify_transport.drivers.naming import PRIORITIES
 
 DESCRIPTION = """\
 Reset a pool's committed offsets on its notification topics to a point in time,

@@ -10,7 +10,7 @@ the topic is labelled ``retry`` of ``notifications.info`` for pool
 ``billing``, and the commands can group it under its base topic.
 
 Names are built by the drivers' naming (:mod:`notify_transport.drivers.naming`,
-:mod:`notify_transport.drivers.kafka.settings`); this module only reads them.
+:mod:`notify_transport.drivers.kafka.delivery.settings`); this module only reads them.
 """
 from __future__ import annotations
 
@@ -19,8 +19,8 @@ import re
 import string
 from typing import Any, Sequence
 
-from notify_transport.drivers.kafka.settings import DEFAULT_DEAD_LETTER_TOPIC, DEFAULT_RETRY_TOPIC, DISABLED
-from notify_transport.pipeline.topics import parse_topic
+from notify_transport.drivers.kafka.delivery.settings import DEFAULT_DEAD_LETTER_TOPIC, DEFAULT_RETRY_TOPIC, DISABLED
+from notify_transport.drivers.naming import parse_topic
 
 NOTIFICATION, RETRY, DEAD_LETTER, OTHER = "notification", "retry", "dead-letter", "other"
 

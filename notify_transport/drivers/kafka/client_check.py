@@ -17,7 +17,7 @@ from typing import Any
 import confluent_kafka
 from confluent_kafka import KafkaException
 
-from notify_transport.drivers.kafka.config import is_secret_property
+from notify_transport.drivers.kafka.client_properties import is_secret_property
 from notify_transport.exceptions import ConfigurationError
 
 LOG = logging.getLogger(__name__)

@@ -13,11 +13,11 @@ What it guarantees, whatever the commit policy:
   skipped;
 * transient errors are logged, fatal ones raised.
 
-When offsets are committed is the :mod:`.commit` policy's business. The
+When offsets are committed is the :mod:`.delivery.commit` policy's business. The
 delivery features sit around the loop: retried records wait in a
-:class:`~.retry.DelayGate` until due, records that cannot be decoded go to the
+:class:`~.delivery.retry.DelayGate` until due, records that cannot be decoded go to the
 dead-letter topic when one is configured, ``submit()`` runs each dispatch
-(inline or on ordered :mod:`.workers`) with the lifecycle :mod:`.hooks`, and
+(inline or on ordered :mod:`.delivery.workers`) with the lifecycle :mod:`.delivery.hooks`, and
 ``drain()``/``abort()`` give graceful and abrupt stops.
 """
 from __future__ import annotations
@@ -34,20 +34,27 @@ from confluent_kafka import (OFFSET_BEGINNING, OFFSET_END, KafkaError, KafkaExce
 
 from notify_transport.drivers.base import IncomingMessage, Listener
 from notify_transport.drivers.envelope import decode_notification
-from notify_transport.drivers.kafka.admin import TopicAdmin
-from notify_transport.drivers.kafka.commit import CommitPolicy
-from notify_transport.drivers.kafka.config import RDKAFKA_LOG, redact
-from notify_transport.drivers.kafka.counters import DeliveryCounters
-from notify_transport.drivers.kafka.deadletter import SideProducer
+from notify_transport.drivers.kafka.cluster import ClusterAdmin
+from notify_transport.drivers.kafka.delivery.commit import CommitPolicy
+from notify_transport.drivers.kafka.client_properties import RDKAFKA_LOG, redact
+from notify_transport.drivers.kafka.delivery.counters import DeliveryCounters
+from notify_transport.drivers.kafka.delivery.deadletter import SideProducer
 from notify_transport.drivers.kafka.message import ConsumedRecord, KafkaMessage
-from notify_transport.drivers.kafka.positions import committed_and_lag, resolve_offsets
+from notify_transport.drivers.kafka.positions import resolve_offsets
 from notify_transport.drivers.kafka.reporting import RateLimitedLog
-from notify_transport.drivers.kafka.retry import DelayGate
-from notify_transport.drivers.kafka.settings import ListenerSettings
-from notify_transport.drivers.kafka.workers import OrderedWorkers, worker_index
-from notify_transport.exceptions import DecodeError, MessagingException, MessagingTimeout
+from notify_transport.drivers.kafka.delivery.retry import DelayGate
+from notify_transport.drivers.kafka.delivery.settings import ListenerSettings
+from notify_transport.drivers.kafka.delivery.workers import OrderedWorkers, worker_index
+from notify_transport.exceptions import (ConfigurationError, DecodeError, MessagingException,
+                                         MessagingTimeout)
 
 LOG = logging.getLogger(__name__)
+
+#: Records of one take (one commit, up to max_poll_records) decoded and handed out per
+#: poll() to a listener that dispatches one at a time: hundreds of decoded
+#: notifications alive at once would make the garbage collector scan and promote
+#: them (about 15% of a listener's time).
+HAND_OUT_CHUNK = 64
 
 #: Longest single wait inside poll(), so that stop() is noticed quickly.
 STOP_CHECK_INTERVAL = 0.2
@@ -67,13 +74,14 @@ class KafkaListener(Listener):
     """A driver listener over one consumer; see the module docstring for its guarantees."""
 
     def __init__(self, config: dict[str, Any], topics: list[str], policy: CommitPolicy, *,
-                 admin: TopicAdmin | None = None, max_poll_records: int = 500,
+                 admin: ClusterAdmin | None = None, max_poll_records: int = 500,
                  consumer_timeout: float = 1.0, start_timeout: float = 30.0,
                  operation_timeout: float = 10.0, settings: ListenerSettings | None = None,
                  retry_topics: list[str] | None = None,
                  dead_letter_topics: list[str] | None = None,
                  side: SideProducer | None = None,
-                 counters: DeliveryCounters | None = None) -> None:
+                 counters: DeliveryCounters | None = None,
+                 hand_out_chunk: int | None = None) -> None:
         super().__init__()
         self.topics = list(topics)
         #: retry topics, subscribed too; their records wait retry_delay before dispatch
@@ -113,9 +121,11 @@ class KafkaListener(Listener):
         self._aborted = False
         #: partitions the start_position was applied to (only the first assignment replays)
         self._positioned: set[tuple[str, int]] = set()
-        #: see set_hand_out_chunk(): records the policy took (committed before dispatch,
-        #: or stored) and not handed out yet; returned by poll() even after stop()
-        self._chunk: int | None = None
+        #: a large take (one commit) is decoded and handed out this many records per poll,
+        #: so each piece is freed before the next is decoded; the rest waits in _ready
+        #: (taken by the policy: committed before dispatch, or stored), returned by
+        #: poll() even after stop(), as the Listener contract says
+        self._chunk: int | None = None if hand_out_chunk is None else max(1, int(hand_out_chunk))
         self._ready: list[ConsumedRecord] = []
 
     def __repr__(self) -> str:
@@ -131,10 +141,15 @@ class KafkaListener(Listener):
         """``(topic, partition)`` pairs this listener owns now."""
         return set(self._assignment)
 
-    @property
-    def runs_processing(self) -> bool:  # type: ignore[override]
-        """Dispatch goes through :meth:`submit` (workers, hooks or at-least-once checks)."""
-        return self.settings.runs_processing
+    def executor(self, batch: bool) -> KafkaListener | None:
+        """This listener (its :meth:`submit`) when its settings need it to run each dispatch
+        (workers, hooks or at-least-once checks); batch listeners dispatch inline."""
+        if batch:
+            if self.settings.workers > 1:
+                raise ConfigurationError("workers > 1 needs a listener that dispatches one "
+                                         "notification at a time, not a batch listener")
+            return None
+        return self if self.settings.runs_processing else None
 
     # -- start ------------------------------------------------------------------
     def start(self) -> None:
@@ -297,10 +312,6 @@ class KafkaListener(Listener):
         self._errors.log(logging.WARNING, code, "%s: %s", self.name, err.str())
 
     # -- polling --------------------------------------------------------------
-    def set_hand_out_chunk(self, size: int) -> bool:
-        self._chunk = max(1, int(size))
-        return True
-
     def poll(self, timeout: float | None = None, max_messages: int = 1) -> list[IncomingMessage]:
         if self._ready:
             with self._lock:
@@ -557,8 +568,7 @@ class KafkaListener(Listener):
         if self._admin is None or not partitions or self.closed:
             return committed, {}
         try:
-            found, lag = committed_and_lag(self._admin.client(), self.group_id, partitions,
-                                           self._op_timeout)
+            found, lag = self._admin.committed_and_lag(self.group_id, partitions)
         except Exception as exc:  # noqa: BLE001 - metrics must not break the caller
             LOG.debug("%s: metrics: %s", self.name, exc)
             return committed, {}

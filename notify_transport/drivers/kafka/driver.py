@@ -11,7 +11,7 @@
 * Every ``[oslo_messaging_kafka]`` option can be overridden by the URL query.
 * Listeners take the delivery options (``delivery_mode``, ``workers``,
   ``retry_topic``, ``dead_letter_topic``, ``max_attempts``, ``retry_delay``,
-  ``start_position``, ``hooks``, ...) as keywords; see :mod:`.settings`.
+  ``start_position``, ``hooks``, ...) as keywords; see :mod:`.delivery.settings`.
 * :meth:`KafkaDriver.partition_consumer` and :meth:`KafkaDriver.read_topic`
   read a topic from a position without a consumer group (:mod:`.reader`).
 
@@ -26,21 +26,21 @@ from typing import Any, Iterable
 from notify_transport.drivers import envelope
 from notify_transport.drivers.base import BaseDriver, Listener
 from notify_transport.drivers.config import resolve_options
-from notify_transport.drivers.kafka import client_check, config as kafka_config
-from notify_transport.drivers.kafka.admin import TopicAdmin
-from notify_transport.drivers.kafka.atleastonce import AtLeastOnce
-from notify_transport.drivers.kafka.commit import AutoCommit, CommitBeforeDispatch, CommitPolicy
-from notify_transport.drivers.kafka.consumer import KafkaListener
-from notify_transport.drivers.kafka.counters import DeliveryCounters
-from notify_transport.drivers.kafka.deadletter import SideProducer
+from notify_transport.drivers.kafka import client_check, client_properties
+from notify_transport.drivers.kafka.cluster import ClusterAdmin
+from notify_transport.drivers.kafka.delivery.atleastonce import AtLeastOnce
+from notify_transport.drivers.kafka.delivery.commit import AutoCommit, CommitBeforeDispatch, CommitPolicy
+from notify_transport.drivers.kafka.consumer import HAND_OUT_CHUNK, KafkaListener
+from notify_transport.drivers.kafka.delivery.counters import DeliveryCounters
+from notify_transport.drivers.kafka.delivery.deadletter import SideProducer
 from notify_transport.drivers.kafka.naming import SendTopics, kafka_topic, validate
 from notify_transport.drivers.kafka.options import GROUP, all_opts, listener_start_timeout
 from notify_transport.drivers.kafka.positions import StartPosition, parse_start_position
 from notify_transport.drivers.kafka.producer import NotificationProducer
 from notify_transport.drivers.kafka.reader import MergedIterator, PartitionConsumer, reader_config, \
     read_topic
-from notify_transport.drivers.kafka.retry import Requeuer
-from notify_transport.drivers.kafka.settings import EXTRA_KEYWORDS, OPTION_NAMES, listener_settings
+from notify_transport.drivers.kafka.delivery.retry import Requeuer
+from notify_transport.drivers.kafka.delivery.settings import EXTRA_KEYWORDS, OPTION_NAMES, listener_settings
 from notify_transport.exceptions import ConfigurationError, InvalidTarget, InvalidTransportURL
 from notify_transport.target import Target
 
@@ -74,15 +74,15 @@ class KafkaDriver(BaseDriver):
                     url.redacted(), f"Virtual host {self.vhost!r} cannot be part of a Kafka topic "
                     "name: use ASCII letters, digits, '.', '_' and '-'") from None
         # built now so that a bad option fails here, not at the first send
-        producer_conf = kafka_config.producer_config(url, self.opts)
-        consumer_conf = kafka_config.consumer_config(url, self.opts, self.opts.consumer_group)
+        producer_conf = client_properties.producer_config(url, self.opts)
+        consumer_conf = client_properties.consumer_config(url, self.opts, self.opts.consumer_group)
         # librdkafka itself checks the properties (unknown ones, bad values, TLS files)
         client_check.check_clients(producer_conf, consumer_conf, client_check.option_files(self.opts))
         self._kafka_topic_for = SendTopics(self.vhost)
         self._producer = NotificationProducer(producer_conf, self.opts.producer_queue_timeout,
                                               self.opts.flush_timeout, url.redacted())
         self._send = self._producer.send
-        self._admin = TopicAdmin(kafka_config.admin_config(url, self.opts), self.opts.topic_partitions,
+        self._admin = ClusterAdmin(client_properties.admin_config(url, self.opts), self.opts.topic_partitions,
                                  self.opts.topic_replication_factor,
                                  timeout=min(10.0, self._start_timeout))
         self._listeners: list[KafkaListener] = []
@@ -136,10 +136,10 @@ class KafkaDriver(BaseDriver):
         counters = DeliveryCounters()
         side = requeuer = None
         if settings.requeue_possible:
-            side = SideProducer(kafka_config.producer_config(self.url, self.opts), name)
+            side = SideProducer(client_properties.producer_config(self.url, self.opts), name)
             requeuer = Requeuer(settings, side, group, counters, settings.hooks, name, topics)
         policy = self._policy(options.get("commit_policy"), settings, requeuer, counters)
-        config = kafka_config.consumer_config(self.url, self.opts, group)
+        config = client_properties.consumer_config(self.url, self.opts, group)
         if settings.at_least_once:
             config["enable.auto.commit"] = False  # the policy commits exactly what finished
         listener = KafkaListener(
@@ -149,7 +149,9 @@ class KafkaDriver(BaseDriver):
             start_timeout=self._start_timeout, settings=settings,
             retry_topics=requeuer.retry_topics(topics) if requeuer else [],
             dead_letter_topics=requeuer.dead_letter_topics(topics) if requeuer else [],
-            side=side, counters=counters)
+            side=side, counters=counters,
+            # one message per dispatch: hand large takes out in pieces (never to batch listeners)
+            hand_out_chunk=HAND_OUT_CHUNK if batch_size == 1 else None)
         with self._listeners_lock:
             self._listeners = [lst for lst in self._listeners if not lst.closed]
             self._listeners.append(listener)

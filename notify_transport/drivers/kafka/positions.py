@@ -176,32 +176,3 @@ def resolve_offsets(consumer: Any, partitions: list[TopicPartition], position: S
 
 def _names(partitions: list[TopicPartition]) -> str:
     return ", ".join(f"{tp.topic}[{tp.partition}]" for tp in partitions)
-
-
-def committed_and_lag(admin: Any, group: str, partitions: list[tuple[str, int]],
-                      timeout: float = 10.0) -> tuple[dict[tuple[str, int], int],
-                                                      dict[tuple[str, int], int]]:
-    """The pool's committed offsets and its lag (end offset - committed) per partition.
-
-    Asked through an AdminClient (thread-safe, independent of the listener's
-    consumer). A partition without a committed offset has no lag entry.
-    """
-    from confluent_kafka import ConsumerGroupTopicPartitions
-    from confluent_kafka.admin import OffsetSpec
-
-    if not partitions:
-        return {}, {}
-    tps = [TopicPartition(t, p) for t, p in partitions]
-    committed: dict[tuple[str, int], int] = {}
-    future = admin.list_consumer_group_offsets([ConsumerGroupTopicPartitions(group, tps)],
-                                               request_timeout=timeout)[group]
-    for tp in future.result(timeout).topic_partitions:
-        if tp.error is None and tp.offset >= 0:
-            committed[(tp.topic, tp.partition)] = tp.offset
-    ends = admin.list_offsets({tp: OffsetSpec.latest() for tp in tps}, request_timeout=timeout)
-    lag: dict[tuple[str, int], int] = {}
-    for tp, end_future in ends.items():
-        key = (tp.topic, tp.partition)
-        if key in committed:
-            lag[key] = max(0, end_future.result(timeout).offset - committed[key])
-    return committed, lag

@@ -22,8 +22,8 @@ from typing import Any
 import confluent_kafka
 from confluent_kafka import KafkaError, KafkaException
 
-from notify_transport.drivers.kafka.config import RDKAFKA_LOG, redact
-from notify_transport.drivers.kafka.counters import Counter
+from notify_transport.drivers.kafka.client_properties import RDKAFKA_LOG, redact
+from notify_transport.drivers.kafka.delivery.counters import Counter
 from notify_transport.drivers.kafka.reporting import RateLimitedLog
 from notify_transport.exceptions import MessageDeliveryFailure
 

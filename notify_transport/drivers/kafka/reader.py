@@ -25,8 +25,8 @@ from typing import Any, Iterable, Iterator, cast
 import confluent_kafka
 from confluent_kafka import OFFSET_BEGINNING, OFFSET_END, KafkaError, KafkaException, TopicPartition
 
-from notify_transport.drivers.kafka.config import RDKAFKA_LOG
-from notify_transport.drivers.kafka import config as kafka_config
+from notify_transport.drivers.kafka.client_properties import RDKAFKA_LOG
+from notify_transport.drivers.kafka import client_properties
 from notify_transport.drivers.kafka.message import ConsumedRecord
 from notify_transport.drivers.kafka.positions import (COMMITTED, LATEST, MessageId, StartPosition,
                                                       resolve_offsets)
@@ -45,7 +45,7 @@ def reader_config(url: Any, opts: Any) -> dict[str, Any]:
     ``group.id`` is set because the client requires one, but the reader never
     subscribes or commits, so no group is ever joined.
     """
-    conf = kafka_config.common_config(url, opts)
+    conf = client_properties.common_config(url, opts)
     conf.update({
         "group.id": f"notify-transport-reader-{uuid.uuid4().hex[:8]}",
         "enable.auto.commit": False,

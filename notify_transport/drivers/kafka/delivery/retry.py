@@ -22,12 +22,12 @@ from typing import Any, Callable, Iterable
 
 from confluent_kafka import KafkaError, TopicPartition
 
-from notify_transport.drivers.kafka import deadletter
-from notify_transport.drivers.kafka.counters import DeliveryCounters
-from notify_transport.drivers.kafka.deadletter import SideProducer
-from notify_transport.drivers.kafka.hooks import DeadLetter, ListenerHooks
+from notify_transport.drivers.kafka.delivery import deadletter
+from notify_transport.drivers.kafka.delivery.counters import DeliveryCounters
+from notify_transport.drivers.kafka.delivery.deadletter import SideProducer
+from notify_transport.drivers.kafka.delivery.hooks import DeadLetter, ListenerHooks
+from notify_transport.drivers.kafka.delivery.settings import ListenerSettings
 from notify_transport.drivers.kafka.message import ConsumedRecord
-from notify_transport.drivers.kafka.settings import ListenerSettings
 from notify_transport.exceptions import ConfigurationError
 
 LOG = logging.getLogger(__name__)

@@ -25,12 +25,12 @@ from typing import Any
 from confluent_kafka import KafkaError, KafkaException, TopicPartition
 
 from notify_transport.drivers.base import IncomingMessage
-from notify_transport.drivers.kafka.commit import CommitPolicy
-from notify_transport.drivers.kafka.counters import DeliveryCounters
-from notify_transport.drivers.kafka.hooks import ListenerHooks
+from notify_transport.drivers.kafka.delivery.commit import CommitPolicy
+from notify_transport.drivers.kafka.delivery.counters import DeliveryCounters
+from notify_transport.drivers.kafka.delivery.hooks import ListenerHooks
+from notify_transport.drivers.kafka.delivery.retry import Requeuer
+from notify_transport.drivers.kafka.delivery.tracker import OffsetTracker, PartitionTrack
 from notify_transport.drivers.kafka.message import ConsumedRecord
-from notify_transport.drivers.kafka.retry import Requeuer
-from notify_transport.drivers.kafka.tracker import OffsetTracker, PartitionTrack
 
 LOG = logging.getLogger(__name__)
 

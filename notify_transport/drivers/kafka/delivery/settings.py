@@ -14,7 +14,9 @@ import re
 import string
 from typing import Any, Mapping
 
-from notify_transport.drivers.kafka.hooks import NO_HOOKS, ListenerHooks, as_hooks
+from oslo_config import types
+
+from notify_transport.drivers.kafka.delivery.hooks import NO_HOOKS, ListenerHooks, as_hooks
 from notify_transport.drivers.kafka.naming import validate
 from notify_transport.drivers.kafka.options import delivery_opts
 from notify_transport.drivers.kafka.positions import StartPosition, parse_start_position
@@ -41,7 +43,7 @@ EXTRA_KEYWORDS = ("hooks",)
 
 @dataclasses.dataclass(frozen=True)
 class ListenerSettings:
-    """Validated delivery settings; see the option help in :mod:`.options`."""
+    """Validated delivery settings; see the option help in :mod:`notify_transport.drivers.kafka.options`."""
 
     delivery_mode: str = COMMIT_BEFORE_DISPATCH
     workers: int = 1
@@ -94,32 +96,9 @@ def topic_name(template: str, topic: str, pool: str) -> str:
 
 def listener_settings(opts: Any, options: Mapping[str, Any]) -> ListenerSettings:
     """Settings from the resolved options ``opts`` and a listener's keyword ``options``."""
-    by_name = {opt.name: opt for opt in delivery_opts}
-    values: dict[str, Any] = {}
-    for name in OPTION_NAMES:
-        value = options[name] if name in options else getattr(opts, name)
-        opt = by_name[name]
-        if isinstance(value, str) and name not in ("retry_topic", "dead_letter_topic",
-                                                   "start_position", "delivery_mode"):
-            try:
-                value = opt.type(value)
-            except (ValueError, TypeError) as exc:
-                raise ConfigurationError(f"Kafka listener option {name}={value!r}: {exc}") from None
-        values[name] = value
+    values = {name: _checked(name, options[name] if name in options else getattr(opts, name))
+              for name in OPTION_NAMES}
     mode = values["delivery_mode"]
-    if mode not in DELIVERY_MODES:
-        raise ConfigurationError(f"delivery_mode must be one of {', '.join(DELIVERY_MODES)}, "
-                                 f"got {mode!r}")
-    for name, low in (("workers", 1), ("max_in_flight", 1), ("max_attempts", 1)):
-        if not isinstance(values[name], int) or isinstance(values[name], bool) or values[name] < low:
-            raise ConfigurationError(f"{name} must be an integer >= {low}, got {values[name]!r}")
-    for name in ("commit_interval", "retry_delay", "shutdown_timeout"):
-        if not isinstance(values[name], (int, float)) or isinstance(values[name], bool) \
-                or values[name] < 0:
-            raise ConfigurationError(f"{name} must be a number of seconds >= 0, got {values[name]!r}")
-    if not isinstance(values["requeue_on_error"], bool):
-        raise ConfigurationError(f"requeue_on_error must be true or false, "
-                                 f"got {values['requeue_on_error']!r}")
     if values["max_in_flight"] < values["workers"]:
         raise ConfigurationError(f"max_in_flight ({values['max_in_flight']}) must be at least "
                                  f"workers ({values['workers']})")
@@ -149,6 +128,33 @@ def listener_settings(opts: Any, options: Mapping[str, Any]) -> ListenerSettings
         start_position=parse_start_position(values["start_position"]),
         shutdown_timeout=float(values["shutdown_timeout"]),
         hooks=as_hooks(options.get("hooks")))
+
+
+#: Options whose values are checked here, not by their oslo.config type: topic templates
+#: (a non-string is an error, not converted) and positions (datetimes and ints too).
+_OWN_CHECKS = ("retry_topic", "dead_letter_topic", "start_position")
+_BY_NAME = {opt.name: opt for opt in delivery_opts}
+
+
+def _checked(name: str, value: Any) -> Any:
+    """``value`` converted and range-checked by the option's oslo.config type (min, choices, ...).
+
+    Keyword options of a listener bypass oslo.config, so the same type checks
+    them; a bool is refused where a number is expected (``True`` is an int in Python).
+    """
+    if name in _OWN_CHECKS:
+        return value
+    kind = _BY_NAME[name].type
+    if isinstance(value, bool) and not isinstance(kind, types.Boolean):
+        raise ConfigurationError(f"Kafka listener option {name}={value!r}: a number is expected")
+    if isinstance(kind, types.Integer) and isinstance(value, float):
+        raise ConfigurationError(f"Kafka listener option {name}={value!r}: an integer is expected")
+    if isinstance(kind, types.Boolean) and not isinstance(value, (bool, str)):
+        raise ConfigurationError(f"Kafka listener option {name}={value!r}: true or false is expected")
+    try:
+        return kind(value)
+    except (ValueError, TypeError) as exc:
+        raise ConfigurationError(f"Kafka listener option {name}={value!r}: {exc}") from None
 
 
 def _template(name: str, value: Any) -> str | None:

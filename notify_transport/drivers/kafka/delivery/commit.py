@@ -1,6 +1,6 @@
 """Commit policies: when a Kafka listener's offsets are committed.
 
-The consumer loop (:mod:`.consumer`) fetches, decodes and hands messages out;
+The consumer loop (:mod:`notify_transport.drivers.kafka.consumer`) fetches, decodes and hands messages out;
 *when* their offsets are committed is a policy object it calls at fixed
 points, so other delivery modes (at-least-once, retry topics) plug in without
 touching the loop:

@@ -27,7 +27,7 @@ from typing import Any, Callable
 import confluent_kafka
 from confluent_kafka import KafkaError, KafkaException
 
-from notify_transport.drivers.kafka.config import RDKAFKA_LOG, redact
+from notify_transport.drivers.kafka.client_properties import RDKAFKA_LOG, redact
 from notify_transport.drivers.kafka.producer import fatal_error
 from notify_transport.drivers.kafka.message import ConsumedRecord
 from notify_transport.drivers.kafka.reporting import RateLimitedLog

@@ -5,7 +5,7 @@ import pytest
 from oslo_config import cfg
 
 from notify_transport.drivers.config import resolve_options
-from notify_transport.drivers.kafka import config as kc
+from notify_transport.drivers.kafka import client_properties as kc
 from notify_transport.drivers.kafka.options import GROUP, all_opts
 from notify_transport.exceptions import ConfigurationError, InvalidTransportURL
 from notify_transport.url import TransportURL

@@ -1,0 +1,328 @@
+"""Kafka cluster operations, in one place: the one AdminClient user.
+
+Topics (listing, creating the ones a listener subscribes to), offsets
+(ListOffsets: earliest, latest, for a time; watermarks), a consumer group's
+committed positions and lag, setting them, and the groups and their members.
+The driver (its listeners' topic creation and metrics), the reader and the
+command-line tool all go through :class:`ClusterAdmin`.
+
+Creating missing topics matters because a consumer that subscribes to a topic
+that does not exist yet sees nothing until its next metadata refresh
+(minutes), and brokers with topic auto-creation off never create it.
+Listeners therefore create them (``topic_partitions``,
+``topic_replication_factor``) before subscribing.
+"""
+from __future__ import annotations
+
+import dataclasses
+import logging
+import threading
+import time
+from typing import Any, Iterable, Mapping, Sequence
+
+from confluent_kafka import ConsumerGroupTopicPartitions, KafkaError, KafkaException, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic, OffsetSpec
+
+from notify_transport.drivers.kafka.client_properties import RDKAFKA_LOG
+from notify_transport.exceptions import MessagingException
+
+LOG = logging.getLogger(__name__)
+
+#: A partition: ``(topic, partition)``.
+Partition = tuple[str, int]
+
+#: Offset Kafka returns for "no committed offset" (and for "no message at that time").
+NO_OFFSET = -1
+
+#: Error codes that mean the cluster did not answer (as opposed to refusing).
+UNREACHABLE = frozenset(getattr(KafkaError, name) for name in (
+    "_TIMED_OUT", "_TRANSPORT", "_ALL_BROKERS_DOWN", "_RESOLVE", "REQUEST_TIMED_OUT",
+    "COORDINATOR_NOT_AVAILABLE", "_WAIT_COORD") if hasattr(KafkaError, name))
+#: Group states in which no consumer is a member.
+IDLE_GROUP_STATES = frozenset({"empty", "dead"})
+
+_NOT_ALLOWED = (KafkaError.TOPIC_AUTHORIZATION_FAILED, KafkaError.CLUSTER_AUTHORIZATION_FAILED)
+#: How much longer than its own timeouts an admin request may take to answer.
+_RESULT_MARGIN = 5.0
+
+
+def _result(future: Any, timeout: float) -> Any:
+    """The result of an AdminClient future, waiting at most ``timeout`` seconds.
+
+    Waits on an Event of this module's ``threading``, set by a done-callback,
+    not on the future's own condition: librdkafka resolves the future from its
+    background thread, and under eventlet monkey-patching the condition of
+    ``concurrent.futures`` is a green one that such a thread cannot wake (the
+    oslo.messaging integration gives this module native threading).
+    """
+    done = threading.Event()
+    future.add_done_callback(lambda _future: done.set())
+    if not done.wait(timeout):
+        raise MessagingException(f"The Kafka cluster did not answer an admin request within {timeout:.1f}s")
+    return future.result(timeout=0)
+
+
+class ClusterUnavailable(MessagingException):
+    """The brokers did not answer in time (the CLI's exit status 3)."""
+
+
+class ClusterError(Exception):
+    """The cluster answered but refused or failed an operation (the CLI's exit status 1)."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Member:
+    """A consumer in a group (a pool), as the group coordinator describes it."""
+
+    member_id: str
+    client_id: str
+    host: str
+
+
+@dataclasses.dataclass(frozen=True)
+class GroupInfo:
+    """A consumer group (a pool) as the group coordinator describes it."""
+
+    pool: str
+    state: str
+    members: int
+    #: which member holds each assigned partition
+    owners: Mapping[Partition, Member] = dataclasses.field(default_factory=dict)
+
+    @property
+    def unknown(self) -> bool:
+        """The coordinator knows no such group (Kafka describes a group it never saw as dead)."""
+        return self.members == 0 and self.state in ("dead", "unknown")
+
+    @property
+    def active(self) -> bool:
+        """Whether consumers are in the group (or the broker says it is not idle)."""
+        return self.members > 0 or self.state not in IDLE_GROUP_STATES
+
+
+class ClusterAdmin:
+    """A lazily created AdminClient and every cluster operation of the package.
+
+    ``config`` is the librdkafka configuration (from
+    :func:`~notify_transport.drivers.kafka.client_properties.admin_config`);
+    ``partitions`` and ``replication_factor`` are those of created topics;
+    ``logger`` gets librdkafka's own log lines. Safe to share between threads.
+    """
+
+    def __init__(self, config: dict[str, Any], partitions: int = 1, replication_factor: int = 1,
+                 timeout: float = 10.0, logger: logging.Logger = RDKAFKA_LOG) -> None:
+        self._config = dict(config)
+        self.partitions = partitions
+        self.replication_factor = replication_factor
+        self.timeout = timeout
+        self._logger = logger
+        self._client: AdminClient | None = None
+        self._lock = threading.Lock()
+        #: the last error librdkafka reported (TLS handshake, authentication, ...)
+        self.last_error: KafkaError | None = None
+
+    def __repr__(self) -> str:
+        return f"<ClusterAdmin {self.bootstrap}>"
+
+    @property
+    def bootstrap(self) -> str:
+        """The bootstrap servers, for messages."""
+        return str(self._config.get("bootstrap.servers", ""))
+
+    def client(self) -> AdminClient:
+        with self._lock:
+            if self._client is None:
+                # "logger" and "error_cb" are documented config keys; the stubs allow
+                # only str/int/float values
+                config: dict[str, Any] = {**self._config, "logger": self._logger,
+                                          "error_cb": self._on_error}
+                self._client = AdminClient(config)
+            return self._client
+
+    def _on_error(self, err: KafkaError) -> None:
+        self.last_error = err
+
+    def existing_topics(self) -> set[str]:
+        """Names of the topics the cluster has now (no auto-creation side effect)."""
+        try:
+            metadata = self.client().list_topics(timeout=self.timeout)
+        except KafkaException as exc:
+            try:
+                self.client().poll(0)  # serves the error callbacks that tell why
+            except (KafkaException, RuntimeError):
+                pass
+            last = self.last_error
+            cause = f"; last error: {last.str()}" if last is not None else ""
+            raise MessagingException(
+                f"Cannot reach the Kafka cluster at {self._config.get('bootstrap.servers')} "
+                f"within {self.timeout}s: {exc.args[0].str()}{cause}") from None
+        return {name for name, topic in metadata.topics.items()
+                if topic.error is None and topic.partitions}
+
+    def ensure_topics(self, topics: Iterable[str]) -> list[str]:
+        """Create those of ``topics`` that do not exist; return the ones created."""
+        wanted = sorted(set(topics))
+        missing = [t for t in wanted if t not in self.existing_topics()]
+        if not missing:
+            return []
+        new = [NewTopic(t, num_partitions=self.partitions, replication_factor=self.replication_factor)
+               for t in missing]
+        futures = self.client().create_topics(new, operation_timeout=self.timeout,
+                                              request_timeout=self.timeout)
+        created = []
+        for topic, future in futures.items():
+            try:
+                _result(future, self.timeout + _RESULT_MARGIN)
+                created.append(topic)
+            except KafkaException as exc:
+                err: KafkaError = exc.args[0]
+                if err.code() == KafkaError.TOPIC_ALREADY_EXISTS:
+                    continue  # another listener created it first
+                if err.code() in _NOT_ALLOWED:
+                    LOG.warning("Not allowed to create Kafka topic %s (%s); subscribing anyway, "
+                                "the topic must be created by an administrator", topic, err.str())
+                    continue
+                raise MessagingException(f"Cannot create Kafka topic {topic}: {err.str()}") from None
+        if created:
+            LOG.info("Created Kafka topic(s) %s with %d partition(s)", ", ".join(created),
+                     self.partitions)
+            self._wait_visible(created)
+        return created
+
+    def _wait_visible(self, topics: list[str]) -> None:
+        """Wait (bounded) until the metadata shows the new topics, so a subscription sees them."""
+        deadline = time.monotonic() + self.timeout
+        while True:
+            missing = set(topics) - self.existing_topics()
+            if not missing:
+                return
+            if time.monotonic() >= deadline:
+                LOG.warning("Kafka topic(s) %s created but not yet in the cluster metadata "
+                            "after %.1fs", ", ".join(sorted(missing)), self.timeout)
+                return
+            time.sleep(0.05)
+
+    # -- metadata and offsets -------------------------------------------------------
+    def topic_partitions(self) -> dict[str, int]:
+        """Every topic of the cluster (internal ones left out) and its partition count."""
+        try:
+            metadata = self.client().list_topics(timeout=self.timeout)
+        except KafkaException as exc:
+            raise self._error("listing topics", exc) from None
+        return {name: len(topic.partitions) for name, topic in metadata.topics.items()
+                if topic.error is None and topic.partitions and not name.startswith("__")}
+
+    def partitions_of(self, topics: Iterable[str]) -> tuple[list[Partition], list[str]]:
+        """The partitions of ``topics`` that exist, and the names of those that do not."""
+        existing = self.topic_partitions()
+        found: list[Partition] = []
+        missing: list[str] = []
+        for name in topics:
+            if name in existing:
+                found.extend((name, p) for p in range(existing[name]))
+            else:
+                missing.append(name)
+        return found, missing
+
+    def list_offsets(self, specs: Mapping[Partition, Any]) -> dict[Partition, int]:
+        """One ListOffsets request: ``OffsetSpec`` per partition -> offset (-1: none)."""
+        if not specs:
+            return {}
+        request = {TopicPartition(t, p): spec for (t, p), spec in specs.items()}
+        futures = self.client().list_offsets(request, request_timeout=self.timeout)
+        return {(tp.topic, tp.partition): self._answer(future, f"offsets of {tp.topic}[{tp.partition}]").offset
+                for tp, future in futures.items()}
+
+    def watermarks(self, partitions: Sequence[Partition]) -> dict[Partition, tuple[int, int]]:
+        """``(low, high)`` per partition: the first offset kept and the next offset to write."""
+        low = self.list_offsets({tp: OffsetSpec.earliest() for tp in partitions})
+        high = self.list_offsets({tp: OffsetSpec.latest() for tp in partitions})
+        return {tp: (low[tp], high[tp]) for tp in partitions}
+
+    def offsets_for_time(self, partitions: Sequence[Partition], millis: int) -> dict[Partition, int]:
+        """First offset at or after ``millis`` per partition; -1 where no message is that recent."""
+        return self.list_offsets({tp: OffsetSpec.for_timestamp(millis) for tp in partitions})
+
+    # -- consumer groups (pools) ---------------------------------------------------------
+    def pools(self) -> list[str]:
+        """Consumer groups the cluster knows."""
+        future = self.client().list_consumer_groups(request_timeout=self.timeout)
+        result = self._answer(future, "listing consumer groups")
+        return sorted(g.group_id for g in result.valid)
+
+    def describe_pool(self, pool: str) -> GroupInfo:
+        """The group's state, its members and which member holds which partition."""
+        futures = self.client().describe_consumer_groups([pool], request_timeout=self.timeout)
+        description = self._answer(futures[pool], f"describing pool {pool!r}")
+        state = getattr(description.state, "name", str(description.state)).lower()
+        owners: dict[Partition, Member] = {}
+        for member in description.members or []:
+            who = Member(member.member_id, member.client_id, member.host)
+            assignment = member.assignment.topic_partitions if member.assignment is not None else []
+            for tp in assignment or []:
+                owners[(tp.topic, tp.partition)] = who
+        return GroupInfo(pool, state, len(description.members or []), owners)
+
+    def committed(self, pool: str, partitions: Sequence[Partition] | None = None) -> dict[Partition, int]:
+        """The pool's committed offsets (-1 where it has none); all of its partitions when None."""
+        tps = None if partitions is None else [TopicPartition(t, p) for t, p in partitions]
+        if tps == []:
+            return {}
+        futures = self.client().list_consumer_group_offsets(
+            [ConsumerGroupTopicPartitions(pool, tps)], request_timeout=self.timeout)
+        result = self._answer(futures[pool], f"committed offsets of pool {pool!r}")
+        out: dict[Partition, int] = {}
+        for tp in result.topic_partitions or []:
+            if tp.error is not None:
+                raise ClusterError(f"committed offset of pool {pool!r} for {tp.topic}[{tp.partition}]: "
+                                   f"{tp.error.str()}")
+            out[(tp.topic, tp.partition)] = tp.offset if tp.offset >= 0 else NO_OFFSET
+        return out
+
+    def committed_and_lag(self, pool: str, partitions: Sequence[Partition]
+                          ) -> tuple[dict[Partition, int], dict[Partition, int]]:
+        """The pool's committed offsets and its lag (end offset - committed) per partition.
+
+        Independent of any listener's consumer (the AdminClient is thread-safe).
+        Partitions without a committed offset are in neither mapping.
+        """
+        if not partitions:
+            return {}, {}
+        committed = {tp: offset for tp, offset in self.committed(pool, partitions).items()
+                     if offset >= 0}
+        ends = self.list_offsets({tp: OffsetSpec.latest() for tp in committed})
+        return committed, {tp: max(0, ends[tp] - offset) for tp, offset in committed.items()}
+
+    def commit(self, pool: str, offsets: Mapping[Partition, int]) -> None:
+        """Set the pool's committed offsets (the group must have no members on a real Kafka)."""
+        if not offsets:
+            return
+        request = ConsumerGroupTopicPartitions(
+            pool, [TopicPartition(t, p, o) for (t, p), o in sorted(offsets.items())])
+        futures = self.client().alter_consumer_group_offsets([request], request_timeout=self.timeout)
+        result = self._answer(futures[pool], f"committing offsets of pool {pool!r}")
+        failed = [f"{tp.topic}[{tp.partition}]: {tp.error.str()}"
+                  for tp in result.topic_partitions or [] if tp.error is not None]
+        if failed:
+            raise ClusterError(f"the broker refused the new offsets of pool {pool!r}: " + "; ".join(failed))
+
+    # -- end and errors ----------------------------------------------------------------------
+    def close(self) -> None:
+        with self._lock:
+            self._client = None  # AdminClient has no close()
+
+    def _answer(self, future: Any, what: str) -> Any:
+        """The future's result; Kafka errors as :class:`ClusterUnavailable` or :class:`ClusterError`."""
+        try:
+            return _result(future, self.timeout + _RESULT_MARGIN)
+        except KafkaException as exc:
+            raise self._error(what, exc) from None
+
+    def _error(self, what: str, exc: KafkaException) -> Exception:
+        err = exc.args[0] if exc.args else None
+        if not isinstance(err, KafkaError):
+            return ClusterError(f"{what}: {exc}")
+        if err.code() in UNREACHABLE:
+            return ClusterUnavailable(f"cannot reach the Kafka cluster at {self.bootstrap} within "
+                                      f"{self.timeout:g}s ({what}: {err.str()})")
+        return ClusterError(f"{what}: {err.str()}")
