@@ -17,7 +17,7 @@ from pyspark.sql.types import (BinaryType, IntegerType, LongType, StringType, St
 
 from notify_transport.drivers import envelope
 from notify_transport.exceptions import DecodeError
-from notify_transport.pipeline.topics import TopicParts, parse_topic
+from notify_transport.drivers.naming import TopicParts, parse_topic
 
 #: Decoded columns: the notification, its Kafka coordinates, and for undecodable records
 #: the error with the record's key and value (null for notifications).

@@ -1,6 +1,7 @@
 """confluent-kafka calls of the ``notify_kafka`` source: metadata, offsets, reading a range.
 
-The planner lists partitions and offsets with an :class:`AdminClient`;
+The planner lists partitions and offsets through the driver's
+:class:`~notify_transport.drivers.kafka.cluster.ClusterAdmin`;
 executors read one offset range each with a consumer that ``assign()``s the
 partition at an explicit offset: no consumer group, no commits, so the
 checkpoint alone says what was read and a replay reads the same records.
@@ -8,16 +9,14 @@ checkpoint alone says what was read and a replay reads the same records.
 from __future__ import annotations
 
 import logging
-import re
 import time
-from typing import Iterable, Iterator, Mapping, Sequence, cast
+from typing import Iterator, Mapping, cast
 
-from confluent_kafka import Consumer, IsolationLevel, KafkaError, KafkaException
+from confluent_kafka import Consumer, KafkaError, KafkaException
 from confluent_kafka import TopicPartition as KafkaTopicPartition
-from confluent_kafka.admin import AdminClient, OffsetSpec
 
 from notify_transport.exceptions import MessagingException
-from notify_transport.pipeline.offsets import OffsetRange, Offsets, TopicPartition
+from notify_transport.pipeline.offsets import OffsetRange
 
 LOG = logging.getLogger(__name__)
 
@@ -29,47 +28,10 @@ class KafkaReadError(MessagingException):
     """Records a micro-batch planned to read are gone or never arrive."""
 
 
-def admin_client(config: Mapping[str, str]) -> AdminClient:
-    """An admin client for metadata and offsets (consumer-only properties removed)."""
-    return AdminClient({k: v for k, v in config.items() if not _consumer_only(k)})
-
-
-def list_partitions(admin: AdminClient, topics: Sequence[str] = (), pattern: str | None = None,
-                    timeout: float = 30.0) -> list[TopicPartition]:
-    """Partitions of ``topics`` (those that exist) or of every topic matching ``pattern``.
-
-    Full metadata is requested, never per-topic metadata, because brokers with
-    automatic topic creation create a topic they are asked about.
-    """
-    metadata = admin.list_topics(timeout=timeout)
-    regex = re.compile(pattern) if pattern else None
-    wanted = set(topics)
-    out: list[tuple[str, int]] = []
-    for name, topic in metadata.topics.items():
-        if name.startswith("__"):
-            continue
-        if (regex and regex.search(name)) or name in wanted:
-            if topic.error is not None:
-                LOG.warning("Topic %s is not readable now: %s", name, topic.error)
-                continue
-            out.extend((name, p) for p in topic.partitions)
-    return sorted(out)
-
-
-def list_offsets(admin: AdminClient, partitions: Iterable[TopicPartition], which: str,
-                 timeout: float = 30.0) -> Offsets:
-    """Earliest or latest (last stable, as read_committed consumers see it) offsets."""
-    partitions = list(partitions)
-    if not partitions:
-        return {}
-    spec = OffsetSpec.earliest() if which == "earliest" else OffsetSpec.latest()
-    futures = admin.list_offsets({KafkaTopicPartition(t, p): spec for t, p in partitions},
-                                 isolation_level=IsolationLevel.READ_COMMITTED,
-                                 request_timeout=timeout)
-    out: Offsets = {}
-    for tp, future in futures.items():
-        out[(tp.topic, tp.partition)] = future.result().offset
-    return out
+def admin_properties(config: Mapping[str, str]) -> dict[str, str]:
+    """The client properties for :class:`~notify_transport.drivers.kafka.cluster.ClusterAdmin`
+    (consumer-only properties removed)."""
+    return {k: v for k, v in config.items() if not _consumer_only(k)}
 
 
 def consumer_config(config: Mapping[str, str]) -> dict[str, str | bool]:

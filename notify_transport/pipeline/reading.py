@@ -13,7 +13,7 @@ from typing import Sequence
 from pyspark.errors import AnalysisException
 
 from notify_transport.exceptions import ConfigurationError
-from notify_transport.pipeline import topics as topic_names
+from notify_transport.drivers import naming as topic_names
 from notify_transport.pipeline.kafka_settings import KafkaSettings
 from notify_transport.pipeline.source import FORMAT_NAME
 

@@ -34,7 +34,7 @@ decoding UDF: the pipeline reads this way.
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING, Iterator, Mapping, Sequence
+from typing import Iterator, Mapping, Sequence
 
 from pyspark.sql.datasource import DataSource, DataSourceReader, DataSourceStreamReader, InputPartition
 from pyspark.sql.streaming.datasource import (ReadAllAvailable, ReadLimit, ReadMaxRows, ReadMinRows,
@@ -42,12 +42,13 @@ from pyspark.sql.streaming.datasource import (ReadAllAvailable, ReadLimit, ReadM
 from pyspark.sql.types import (BinaryType, IntegerType, LongType, StringType, StructField, StructType,
                                TimestampType)
 
+from confluent_kafka import IsolationLevel
+from confluent_kafka.admin import OffsetSpec
+
+from notify_transport.drivers.kafka.cluster import ClusterAdmin
 from notify_transport.exceptions import ConfigurationError
 from notify_transport.pipeline import decode, kafka_io, offsets
 from notify_transport.pipeline.kafka_settings import KafkaSettings
-
-if TYPE_CHECKING:
-    from confluent_kafka.admin import AdminClient
 
 LOG = logging.getLogger(__name__)
 
@@ -132,19 +133,27 @@ class _KafkaReading:
     def __init__(self, options: SourceOptions, schema: StructType) -> None:
         self.options = options
         self.schema = schema
-        self._admin: AdminClient | None = None
+        self._admin: ClusterAdmin | None = None
 
-    def _admin_client(self) -> AdminClient:
+    def _admin_client(self) -> ClusterAdmin:
         if self._admin is None:
-            self._admin = kafka_io.admin_client(self.options.kafka_config)
+            self._admin = ClusterAdmin(kafka_io.admin_properties(self.options.kafka_config),
+                                       timeout=self.options.metadata_timeout)
         return self._admin
 
     def _partitions(self) -> list[offsets.TopicPartition]:
-        return kafka_io.list_partitions(self._admin_client(), self.options.topics, self.options.pattern,
-                                        self.options.metadata_timeout)
+        """Partitions of the listed topics that exist, and of every topic matching the pattern."""
+        admin = self._admin_client()
+        found, _missing = admin.partitions_of(self.options.topics)
+        if self.options.pattern:
+            found = sorted(set(found) | set(admin.partitions_matching(self.options.pattern)))
+        return found
 
     def _offsets(self, partitions: Sequence[offsets.TopicPartition], which: str) -> offsets.Offsets:
-        return kafka_io.list_offsets(self._admin_client(), partitions, which, self.options.metadata_timeout)
+        """Earliest or latest (last stable, as read_committed consumers see it) offsets."""
+        spec = OffsetSpec.earliest() if which == "earliest" else OffsetSpec.latest()
+        return self._admin_client().list_offsets({tp: spec for tp in partitions},
+                                                 isolation_level=IsolationLevel.READ_COMMITTED)
 
     def read(self, partition: InputPartition) -> Iterator:
         from pyspark.sql.pandas.types import to_arrow_schema

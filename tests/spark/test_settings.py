@@ -3,7 +3,7 @@ import pytest
 from oslo_config import cfg
 
 from notify_transport.exceptions import ConfigurationError, InvalidTransportURL
-from notify_transport.pipeline import topics
+from notify_transport.drivers import naming as topics
 from notify_transport.pipeline.kafka_settings import KafkaSettings
 from notify_transport.pipeline.reading import Subscription, source_options
 

@@ -16,11 +16,13 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import re
 import threading
 import time
 from typing import Any, Iterable, Mapping, Sequence
 
-from confluent_kafka import ConsumerGroupTopicPartitions, KafkaError, KafkaException, TopicPartition
+from confluent_kafka import (ConsumerGroupTopicPartitions, IsolationLevel, KafkaError, KafkaException,
+                             TopicPartition)
 from confluent_kafka.admin import AdminClient, NewTopic, OffsetSpec
 
 from notify_transport.drivers.kafka.client_properties import RDKAFKA_LOG
@@ -224,12 +226,24 @@ class ClusterAdmin:
                 missing.append(name)
         return found, missing
 
-    def list_offsets(self, specs: Mapping[Partition, Any]) -> dict[Partition, int]:
-        """One ListOffsets request: ``OffsetSpec`` per partition -> offset (-1: none)."""
+    def partitions_matching(self, pattern: str) -> list[Partition]:
+        """The partitions of every topic whose name matches the regular expression ``pattern``."""
+        regex = re.compile(pattern)
+        return sorted((name, p) for name, count in self.topic_partitions().items()
+                      if regex.search(name) for p in range(count))
+
+    def list_offsets(self, specs: Mapping[Partition, Any],
+                     isolation_level: IsolationLevel = IsolationLevel.READ_UNCOMMITTED) -> dict[Partition, int]:
+        """One ListOffsets request: ``OffsetSpec`` per partition -> offset (-1: none).
+
+        ``READ_COMMITTED`` gives the last stable offset as latest, what a
+        read_committed consumer can reach (the pipeline plans its reads with it).
+        """
         if not specs:
             return {}
         request = {TopicPartition(t, p): spec for (t, p), spec in specs.items()}
-        futures = self.client().list_offsets(request, request_timeout=self.timeout)
+        futures = self.client().list_offsets(request, isolation_level=isolation_level,
+                                             request_timeout=self.timeout)
         return {(tp.topic, tp.partition): self._answer(future, f"offsets of {tp.topic}[{tp.partition}]").offset
                 for tp, future in futures.items()}
 
