@@ -7,19 +7,14 @@ import sys
 import textwrap
 
 import pytest
-from oslo_config import cfg
 
 import notify_transport as nt
 from notify_transport.notify import drivers
 
 
 @pytest.fixture
-def transport():
-    conf = cfg.ConfigOpts()
-    conf([])
-    t = nt.get_notification_transport(conf, "fake:///")
-    yield t
-    t.cleanup()
+def transport(fake_transport):
+    return fake_transport
 
 
 def test_builtin_drivers_are_entry_points():

@@ -35,12 +35,8 @@ def wait_for(pred, timeout=5.0):
 
 
 @pytest.fixture
-def transport():
-    conf = cfg.ConfigOpts()
-    conf([])
-    t = nt.get_notification_transport(conf, "fake:///")
-    yield t
-    t.cleanup()
+def transport(fake_transport):
+    return fake_transport
 
 
 @pytest.fixture
