@@ -18,7 +18,7 @@ from oslo_config import cfg
 
 from notify_transport.drivers.config import resolve_options
 from notify_transport.drivers.kafka import options as kafka_options
-from notify_transport.drivers.kafka.config import common_config, sasl_credentials
+from notify_transport.drivers.kafka.client_properties import common_config, sasl_credentials
 from notify_transport.exceptions import ConfigurationError, InvalidTransportURL
 from notify_transport.url import TransportURL
 
