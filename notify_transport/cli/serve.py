@@ -30,6 +30,19 @@ from notify_transport.notify.counters_log import CountersLog
 from notify_transport.notify.listener import NotificationServer
 from notify_transport.transport import get_notification_transport
 
+DESCRIPTION = """\
+Loads the listeners that packages declare in the notify_transport.listeners
+entry point group (all of them, or the NAMEs given) and runs them in this
+process on the configured notification transport. The first SIGTERM or SIGINT
+stops them gracefully (work in flight finishes, offsets are committed) within
+--stop-timeout; a second one stops at once. --list shows what is registered
+instead.
+
+exit status: 0 after a graceful stop (or a clean --list), 1 a listener entry is
+broken, a listener fails to start or the graceful stop ran out of time, 2 an
+unknown NAME or no configured transport, 128+N after an abrupt stop by a second
+signal N"""
+
 LOG = logging.getLogger(__name__)
 
 EXIT_OK, EXIT_FAILURE, EXIT_USAGE = 0, 1, 2
@@ -39,7 +52,7 @@ ABRUPT_GRACE = 3.0
 
 def add_parser(sub: Any) -> None:
     p = sub.add_parser("serve", help="run the listeners registered through entry points",
-                       description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+                       description=DESCRIPTION, formatter_class=argparse.RawDescriptionHelpFormatter)
     add_transport_args(p)
     p.add_argument("names", nargs="*", metavar="NAME",
                    help="listeners to run (entry point names); default: every registered one")
