@@ -12,6 +12,7 @@ import threading
 import time
 from typing import Any, Iterable, Sequence
 
+from notify_transport.backoff import Backoff
 from notify_transport.drivers.base import Executor, IncomingMessage, Listener
 from notify_transport.exceptions import ConfigurationError, ExecutorLoadFailure, ServerListenError
 from notify_transport.lifecycle import ServerContext
@@ -25,7 +26,8 @@ LOG = logging.getLogger(__name__)
 
 #: How long one driver poll may block; stop() also wakes it.
 POLL_INTERVAL = 1.0
-_MAX_BACKOFF = 5.0
+#: Spacing of the retries after a poll failed (0.1 s doubling up to 5 s).
+POLL_RETRY = Backoff(initial=0.1, factor=2.0, maximum=5.0)
 #: Most messages one poll may return to a (non-batch) listener, which then
 #: dispatches them one by one. Taking what the driver already has in one call
 #: instead of one message per poll saves a poll per message; drivers return as
@@ -242,15 +244,15 @@ class NotificationServer(ServerContext):
         assert listener is not None
         executor = self._executor
         submit = executor.submit if executor is not None and not self.dispatcher.batch else None
-        backoff = 0.1
+        failures = 0
         while not self._stopping.is_set():
             try:
                 batch = self._next_batch(listener)
-                backoff = 0.1
+                failures = 0
             except Exception:
-                LOG.exception("%r: polling failed; retrying in %.1fs", self, backoff)
-                self._stopping.wait(backoff)
-                backoff = min(backoff * 2, _MAX_BACKOFF)
+                failures += 1
+                LOG.exception("%r: polling failed (%d in a row); retrying", self, failures)
+                POLL_RETRY.wait(failures, stop=self._stopping)
                 continue
             if batch:
                 self._handle(batch, submit)
