@@ -1,19 +1,11 @@
 """What is a secret, and masking it: one rule for URLs, client properties and contexts.
 
-A value is secret when its *name* says so. The names come from
-``oslo_utils.strutils`` (the list behind ``mask_password`` and
-``mask_dict_password`` that OpenStack services already mask their logs
-with: ``password``, ``token``, ``secret``, ``private_key``...), asked through
-its public ``mask_dict_password``, plus the names transports add:
-
-* ``passwd``, ``pwd``, ``credential``, ``private`` anywhere in the name;
-* librdkafka's ``sasl.oauthbearer.config`` (it may embed a client secret);
-* a ``key`` word (``api_key``, ``access_key``, ``ssl.key.pem``) unless a later
-  word makes it a reference to a key (``ssl_keyfile``, ``ssl.key.location``,
-  ``key_serializer_name``): a path or an id is not the key.
-
-Every user (:mod:`notify_transport.url`, the Kafka client builders and
-checks, the notifier's contexts and the log notification driver) calls
+A value is secret when its *name* says so: ``oslo_utils.strutils`` would mask
+it (the list OpenStack services mask their logs with, asked through the public
+``mask_dict_password``), or it names what transports add (``passwd``, ``pwd``,
+``credential``, ``private``, librdkafka's ``sasl.oauthbearer.config``, a
+``key`` that is not a reference such as ``ssl_keyfile``). The rule is in
+doc/source/deployment.rst, "What counts as a secret". Every user calls
 :func:`is_secret`; nobody keeps a list of their own. A leaf module: drivers
 import it.
 """

@@ -1,22 +1,12 @@
 """Times and durations as people write them: the one parser for the whole package.
 
 The CLI's ``--from``/``--to-time``/``TIME``, a listener's ``start_position``
-(``time:T``) and the pipeline's window and lateness options all read here, so
-each accepts the same forms:
-
-* a **duration**: one or more ``<number><unit>`` parts, with or without spaces
-  (``90s``, ``1h30m``, ``0.5h``, ``10 minutes``, ``1 hour 30 minutes``), a
-  leading ``INTERVAL`` allowed (Spark's spelling). Units: ``ms``/``msec``/
-  ``millisecond(s)``, ``s``/``sec(s)``/``second(s)``, ``m``/``min(s)``/
-  ``minute(s)``, ``h``/``hr(s)``/``hour(s)``, ``d``/``day(s)``,
-  ``w``/``week(s)``. Months and years have no fixed length and are refused;
-* a **point in time**: ISO 8601 (``2024-05-01T12:00:00Z``, ``2024-05-01 12:00``,
-  ``2024-05-01``; parsed by python-dateutil's ``isoparse``; no zone means
-  UTC, as oslo's notification timestamps), seconds since the epoch
-  (``1714564800.5``), or a duration ago (``-1h``, ``1h``, ``-2 days``).
-
-Bad input raises :class:`~notify_transport.exceptions.ConfigurationError` (a
-``ValueError``) that names the accepted forms. A leaf module: drivers import it.
+(``time:T``) and the pipeline's durations all read here, so each accepts the
+same forms (doc/source/cli.rst, "Times and durations"): durations such as
+``90s``, ``1h30m``, ``10 minutes``; times in ISO 8601 (python-dateutil's
+``isoparse``; no zone means UTC), epoch seconds, or a duration ago (``-1h``).
+Bad input is a ConfigurationError (a ``ValueError``) naming the accepted
+forms. A leaf module: drivers import it.
 """
 from __future__ import annotations
 
