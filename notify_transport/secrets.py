@@ -78,6 +78,13 @@ def mask_properties(conf: Mapping[str, Any]) -> dict[str, Any]:
 def without_secrets(ctxt: dict[str, Any]) -> dict[str, Any]:
     """A context dict without its secret keys (``auth_token``, ``service_password``...);
     ``ctxt`` itself when it has none, so the common case copies nothing."""
-    if not any(map(is_secret, ctxt)):
+    secret = _secret_keys(tuple(ctxt))
+    if not secret:
         return ctxt
-    return {k: v for k, v in ctxt.items() if not is_secret(k)}
+    return {k: v for k, v in ctxt.items() if k not in secret}
+
+
+@functools.lru_cache(maxsize=256)
+def _secret_keys(keys: tuple[Any, ...]) -> frozenset[Any]:
+    """The secret ones of a context's keys (a service sends the same few key sets)."""
+    return frozenset(filter(is_secret, keys))
