@@ -12,8 +12,8 @@ before a port, control characters, host names longer than DNS allows, broken
 ``%`` escapes in the virtual host, fragments, text after ``driver:`` that is
 neither ``//hosts`` nor ``/vhost``. doc/source/migration.rst lists them.
 
-Secrets never reach a repr or a ``str()``: passwords and secret-looking query
-values print as ``***``; :meth:`TransportURL.format` with
+Secrets never reach a repr or a ``str()``: passwords and the query values
+:func:`notify_transport.secrets.is_secret` names print as ``***``; :meth:`TransportURL.format` with
 ``reveal_secrets=True`` gives the usable URL.
 
 Leaf module: drivers receive a :class:`TransportURL` and read its fields.
@@ -27,46 +27,15 @@ from typing import Any, Iterable
 from urllib import parse
 
 from notify_transport.exceptions import InvalidTransportURL
+from notify_transport.secrets import MASK, mask_value
 
 LOG = logging.getLogger(__name__)
 
 _DEFAULT_PORTS = {"kafka": 9092, "ntkafka": 9092, "rabbit": 5672}
-#: what a redacted secret prints as
-MASK = "***"
 #: DNS caps a name at 253 characters (255 octets on the wire)
 MAX_HOSTNAME_LENGTH = 253
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 _BAD_ESCAPE = re.compile(r"%(?![0-9A-Fa-f]{2})")
-_SECRET_WORDS = ("password", "passwd", "pwd", "secret", "token", "credential", "private")
-#: words after ``key`` that make it a reference to a key (a file, an id), not the key itself
-_KEY_REFERENCE_WORDS = frozenset({"file", "location", "path", "id", "name", "store", "size", "type"})
-
-
-def is_secret_key(name: str) -> bool:
-    """True for a query or property name whose value is a secret (``sasl_password``,
-    ``ssl.key.password``, ``*secret*``, ``*token*``, ``api_key``...)."""
-    norm = re.sub(r"[^a-z0-9]+", "_", name.lower())
-    if any(word in norm for word in _SECRET_WORDS):
-        return True
-    words = norm.split("_")
-    for i, word in enumerate(words):
-        if word in ("key", "apikey", "accesskey") and not _KEY_REFERENCE_WORDS.intersection(words[i + 1:]):
-            return True
-    return False
-
-
-def redact_value(name: str, value: str) -> str:
-    """``value`` with secrets masked: all of it for a secret ``name``, else any embedded
-    ``prop:secret`` / ``prop=secret`` pair (``librdkafka_config=sasl.password:x``)."""
-    if is_secret_key(name):
-        return MASK
-    if ":" not in value and "=" not in value:
-        return value
-    parts = []
-    for item in value.split(","):
-        prop, sep, _val = item.partition(":") if ":" in item else item.partition("=")
-        parts.append(f"{prop}{sep}{MASK}" if sep and is_secret_key(prop) else item)
-    return ",".join(parts)
 
 
 class TransportHost:
@@ -162,7 +131,7 @@ class TransportURL:
             for key, values in self.query.items():
                 for value in (values if isinstance(values, (list, tuple)) else [values]):
                     value = str(value)
-                    shown = value if reveal_secrets else redact_value(str(key), value)
+                    shown = value if reveal_secrets else mask_value(str(key), value)
                     text = parse.quote_plus(value) if shown == value else parse.quote_plus(shown, safe="*")
                     pairs.append(f"{parse.quote_plus(str(key))}={text}")
             url += "?" + "&".join(pairs)
@@ -336,7 +305,7 @@ def _redact_query(query: str) -> str:
     for item in query.split("&") if query else []:
         key, eq, value = item.partition("=")
         if eq:
-            masked = redact_value(parse.unquote_plus(key), parse.unquote_plus(value))
+            masked = mask_value(parse.unquote_plus(key), parse.unquote_plus(value))
             value = value if masked == parse.unquote_plus(value) else parse.quote_plus(masked, safe="*:,=")
         out.append(f"{key}{eq}{value}")
     return "&".join(out)

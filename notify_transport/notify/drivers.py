@@ -20,7 +20,7 @@ from stevedore import extension, named
 
 from notify_transport.exceptions import ConfigurationError
 from notify_transport.target import Target
-from notify_transport.url import MASK, is_secret_key
+from notify_transport.secrets import mask
 
 LOG = logging.getLogger(__name__)
 
@@ -77,15 +77,6 @@ class MessagingV2Driver(MessagingDriver):
     version = 2.0
 
 
-def masked(value: Any) -> Any:
-    """A copy of ``value`` with the values of secret-looking keys as ``***``, at any depth."""
-    if isinstance(value, dict):
-        return {k: MASK if isinstance(k, str) and is_secret_key(k) else masked(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [masked(v) for v in value]
-    return value
-
-
 class LogDriver(Driver):
     """Logs each notification as JSON (secrets masked) to ``oslo.messaging.notification.<event_type>``.
 
@@ -102,7 +93,7 @@ class LogDriver(Driver):
             warnings.warn(f"Unable to log message as notify cannot find a logger with the priority "
                           f"specified {priority.lower()}")
             return
-        method(dumps(masked(msg)))
+        method(dumps(mask(msg)))
 
 
 class TestDriver(Driver):

@@ -13,19 +13,16 @@ import time
 from typing import Any, Iterable, Sequence
 
 from notify_transport.drivers.base import Executor, IncomingMessage, Listener
-from notify_transport.exceptions import ConfigurationError, ExecutorLoadFailure, ServerListenError
-from notify_transport.lifecycle import ServerContext
+from notify_transport.exceptions import ConfigurationError
 from notify_transport.notify.dispatcher import (BatchNotificationDispatcher, NotificationDispatcher,
                                                 NotificationResult)
 from notify_transport.notify.stats import ListenerStats
 from notify_transport.serializer import Serializer
+from notify_transport.server import POLL_INTERVAL, MessageHandlingServer
 from notify_transport.target import Target
 
 LOG = logging.getLogger(__name__)
 
-#: How long one driver poll may block; stop() also wakes it.
-POLL_INTERVAL = 1.0
-_MAX_BACKOFF = 5.0
 #: Most messages one poll may return to a (non-batch) listener, which then
 #: dispatches them one by one. Taking what the driver already has in one call
 #: instead of one message per poll saves a poll per message; drivers return as
@@ -34,41 +31,31 @@ _MAX_BACKOFF = 5.0
 DISPATCH_POLL_SIZE = 500
 
 
-class NotificationServer(ServerContext):
+class NotificationServer(MessageHandlingServer):
     """Owns one driver listener and the thread that dispatches what it receives.
 
-    ``with server:`` starts it and, on leaving the block, stops it and waits
-    for what was received to be dispatched and the connection released.
+    The lifecycle (start, stop, wait, ``with``) is
+    :class:`~notify_transport.MessageHandlingServer`'s.
     """
 
     def __init__(self, transport: Any, targets: Sequence[Target], dispatcher: NotificationDispatcher,
                  executor: str = "threading", allow_requeue: bool = False, pool: str | None = None,
                  batch_size: int = 1, batch_timeout: float | None = None,
                  **driver_options: Any) -> None:
-        if executor != "threading":
-            raise ExecutorLoadFailure(executor, "only the 'threading' executor is supported "
-                                      "(no eventlet)")
+        super().__init__(transport, dispatcher, executor)
         if not targets:
             raise ConfigurationError("A notification listener needs at least one target")
         if batch_size < 1:
             raise ConfigurationError(f"batch_size must be >= 1, got {batch_size}")
         if batch_timeout is not None and batch_timeout < 0:
             raise ConfigurationError(f"batch_timeout must be >= 0, got {batch_timeout}")
-        self.transport = transport
         self.targets = list(targets)
-        self.dispatcher = dispatcher
         self.allow_requeue = allow_requeue
         self.pool = pool
         self.batch_size = batch_size
         self.batch_timeout = batch_timeout
         self.driver_options = driver_options
         self.stats = ListenerStats()
-        self._listener: Listener | None = None
-        self._thread: threading.Thread | None = None
-        self._stopping = threading.Event()
-        self._lock = threading.Lock()
-        #: set by an abrupt stop: the dispatch loop drops what it has not started
-        self._aborting = False
         #: stats are bumped from the driver's worker threads when it runs processing
         self._stats_lock = threading.Lock()
         #: the driver listener of the last run, for metrics() after it stopped
@@ -80,120 +67,28 @@ class NotificationServer(ServerContext):
         return f"<NotificationServer topics={topics} pool={self.pool!r}>"
 
     @property
-    def listener(self) -> Listener | None:
-        """The driver listener, while the server runs (for driver-specific controls)."""
-        return self._listener
+    def _thread(self) -> threading.Thread | None:
+        """The dispatch thread of the current run."""
+        return self._workers[0] if self._workers else None
 
-    def start(self) -> None:
-        """Subscribe and start dispatching; returns once the subscription is live."""
-        with self._lock:
-            if self._thread is not None:
-                return
-            pairs = [(t, p) for t in self.targets for p in self.dispatcher.supported_priorities]
-            if not pairs:
-                raise ConfigurationError("No endpoint has a method named after a priority "
-                                         "(audit, debug, info, warn, error, critical, sample)")
-            try:
-                listener = self.transport._listen_for_notifications(
-                    pairs, self.pool, self.batch_size, self.batch_timeout, **self.driver_options)
-            except ConfigurationError:
-                raise
-            except Exception as exc:
-                raise ServerListenError(self.targets, exc) from exc
-            try:
-                #: the driver runs each dispatch itself (workers, hooks), or None: inline
-                self._executor = listener.executor(batch=self.dispatcher.batch)
-            except Exception:
-                listener.cleanup()
-                raise
-            try:
-                listener.start()
-            except Exception as exc:
-                listener.stop()
-                listener.cleanup()
-                raise ServerListenError(self.targets, exc) from exc
-            self._listener = self._last_listener = listener
-            self._stopping.clear()
-            self._aborting = False
-            self._thread = threading.Thread(target=self._run, name=f"notify-listener-{self.pool or 'default'}",
-                                            daemon=True)
-            self._thread.start()
+    def _listen_target(self) -> Any:
+        return self.targets
 
-    def stop(self, graceful: bool = True, timeout: float | None = None) -> bool:
-        """Stop receiving.
+    def _listen(self) -> Listener:
+        pairs = [(t, p) for t in self.targets for p in self.dispatcher.supported_priorities]
+        if not pairs:
+            raise ConfigurationError("No endpoint has a method named after a priority "
+                                     "(audit, debug, info, warn, error, critical, sample)")
+        return self.transport._listen_for_notifications(  # noqa: SLF001
+            pairs, self.pool, self.batch_size, self.batch_timeout, **self.driver_options)
 
-        ``stop()``, as in oslo.messaging, returns at once: messages already
-        received are still dispatched, and :meth:`wait` releases the connection.
+    def _attach(self, listener: Listener) -> None:
+        #: the driver runs each dispatch itself (workers, hooks), or None: inline
+        self._executor = listener.executor(batch=self.dispatcher.batch)
 
-        With ``timeout`` the whole shutdown happens here, bounded by it:
-
-        * ``graceful=True``: stop reading, let the work in flight finish,
-          commit, close. Work still running at the deadline is abandoned as
-          in an abrupt stop.
-        * ``graceful=False`` (abrupt): stop reading and drop every message not
-          yet dispatched; an endpoint call already running cannot be
-          interrupted but its result no longer counts. What did not finish is
-          not committed, so drivers that track completion (Kafka's
-          at_least_once mode) deliver it again later.
-
-        Returns True when the shutdown finished in time (for a graceful stop:
-        everything received was processed), False otherwise.
-        """
-        self._stopping.set()
-        listener = self._listener
-        if listener is not None:
-            listener.stop()
-            if not graceful:
-                self._abort(listener)
-        if timeout is None:
-            return True
-        return self._finish(graceful, time.monotonic() + max(0.0, timeout))
-
-    def _abort(self, listener: Listener) -> None:
-        self._aborting = True
-        try:
-            listener.abort()
-        except Exception:
-            LOG.exception("%r: abort failed", self)
-
-    def _finish(self, graceful: bool, deadline: float) -> bool:
-        """The bounded part of :meth:`stop`: end the dispatch thread, drain, close."""
-        finished = True
-        thread, listener = self._thread, self._listener
-        if thread is not None:
-            thread.join(max(0.0, deadline - time.monotonic()))
-            if thread.is_alive():
-                finished = False
-        if listener is not None and not self._aborting:
-            if not finished or not listener.drain(max(0.0, deadline - time.monotonic())):
-                LOG.warning("%r: work still in flight at the stop deadline; abandoning it", self)
-                finished = False
-                self._abort(listener)
-        closer = threading.Thread(target=self._close_listener, daemon=True,
-                                  name=f"notify-listener-close-{self.pool or 'default'}")
-        closer.start()
-        # closing commits and leaves the group: a little time even when the deadline passed
-        closer.join(max(1.0, deadline - time.monotonic()))
-        if closer.is_alive():
-            LOG.warning("%r: closing the listener is taking longer than the stop timeout; "
-                        "it goes on in the background", self)
-            return False
-        return finished
-
-    def _close_listener(self) -> None:
-        with self._lock:
-            listener = self._listener
-            if listener is None:
-                return
-            try:
-                listener.cleanup()
-            except Exception:
-                LOG.exception("%r: closing the listener failed", self)
-            finally:
-                self._listener = None
-                thread = self._thread
-                if thread is None or not thread.is_alive():
-                    self._thread = None
+    def _launch(self, listener: Listener) -> None:
+        self._last_listener = listener
+        self._spawn(self._run, f"notify-listener-{self.pool or 'default'}", listener)
 
     def metrics(self) -> dict[str, Any]:
         """Counters of this listener: :attr:`stats` plus the driver's own.
@@ -213,44 +108,18 @@ class NotificationServer(ServerContext):
                 LOG.exception("%r: reading the driver's metrics failed", self)
         return out
 
-    def wait(self, timeout: float | None = None) -> bool:
-        """Wait for the dispatch thread to end, then release the connection.
-
-        Returns False when ``timeout`` ran out first (the server is still
-        stopping; call again).
-        """
-        thread = self._thread
-        if thread is not None:
-            thread.join(timeout)
-            if thread.is_alive():
-                return False
-        with self._lock:
-            if self._listener is not None:
-                try:
-                    self._listener.cleanup()
-                finally:
-                    self._listener = None
-                    self._thread = None
-        return True
-
-    def reset(self) -> None:
-        """Kept for oslo.messaging compatibility; nothing to reset."""
-
     # -- the dispatch thread --------------------------------------------------
-    def _run(self) -> None:
-        listener = self._listener
-        assert listener is not None
+    def _run(self, listener: Listener) -> None:
         executor = self._executor
         submit = executor.submit if executor is not None and not self.dispatcher.batch else None
-        backoff = 0.1
+        failures = 0
         while not self._stopping.is_set():
             try:
                 batch = self._next_batch(listener)
-                backoff = 0.1
+                failures = 0
             except Exception:
-                LOG.exception("%r: polling failed; retrying in %.1fs", self, backoff)
-                self._stopping.wait(backoff)
-                backoff = min(backoff * 2, _MAX_BACKOFF)
+                failures += 1
+                self._poll_failed(failures)
                 continue
             if batch:
                 self._handle(batch, submit)

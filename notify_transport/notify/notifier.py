@@ -9,13 +9,11 @@ from typing import Any, Iterable
 from notify_transport import options
 from notify_transport.notify.drivers import Driver, TestDriver, load_drivers
 from notify_transport.notify.redaction import redacted_dict
+from notify_transport.secrets import without_secrets
 from notify_transport.serializer import NoOpSerializer, Serializer
 
 LOG = logging.getLogger(__name__)
 
-#: Context keys never sent on the bus (oslo.context's redacted_copy drops the same).
-SECRET_CONTEXT_KEYS = frozenset({"auth_token", "service_token", "auth_token_info",
-                                 "password", "service_password", "secret"})
 
 class _UtcClock:
     """``str(datetime.utcnow())`` as oslo writes timestamps, about 3x cheaper.
@@ -81,15 +79,14 @@ def sanitize_context(ctxt: Any) -> Any:
     """Drop credentials from a context before it goes on the bus.
 
     Objects with oslo.context's ``redacted_copy()`` use it; plain dicts lose
-    the keys in :data:`SECRET_CONTEXT_KEYS` (oslo.messaging 18 drops dict
+    the keys :func:`notify_transport.secrets.is_secret` names (``auth_token``,
+    ``service_token``, ``password``...; oslo.messaging 18 drops dict
     contexts entirely; we keep the rest, which is what listeners filter on).
     """
     if ctxt is None:
         return {}
     if isinstance(ctxt, dict):
-        if SECRET_CONTEXT_KEYS.isdisjoint(ctxt):
-            return ctxt
-        return {k: v for k, v in ctxt.items() if k not in SECRET_CONTEXT_KEYS}
+        return without_secrets(ctxt)
     fast = redacted_dict(ctxt)
     if fast is not None:
         return fast

@@ -14,8 +14,8 @@ Modules, in data-flow order:
 - :mod:`.jobs`: the one streaming query; each micro-batch to the archive and the statistics.
 - :mod:`.sink`, :mod:`.hadoop_fs`: idempotent per-batch writes, through Hadoop's FileSystem.
 - :mod:`.lateness`: lateness judged against each partition's own progress.
-- :mod:`.delays`, :mod:`.stats_files`, :mod:`.durations`: additive delay histograms, which
-  statistics files count, durations parsed and shown in human units (no Spark).
+- :mod:`.delays`, :mod:`.stats_files`: additive delay histograms, which statistics files
+  count (no Spark); durations are parsed and shown by :mod:`notify_transport.times`.
 - :mod:`.report`, :mod:`.report_page`: charts and the Jinja2 page from the outputs, without Spark.
 - :mod:`.session`: a SparkSession set up for the pipeline.
 

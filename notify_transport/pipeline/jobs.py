@@ -34,7 +34,7 @@ from typing import Callable
 
 from notify_transport.exceptions import ConfigurationError
 from notify_transport.pipeline import decode, delays, lateness
-from notify_transport.pipeline.durations import parse_duration
+from notify_transport.times import parse_duration, spark_interval
 from notify_transport.pipeline.kafka_settings import KafkaSettings
 from notify_transport.pipeline.reading import Subscription, read_decoded
 from notify_transport.pipeline.sink import BatchParquetWriter
@@ -112,7 +112,7 @@ def partial_stats(notifications_df, window: str = "1 minute"):
         "late", F.lit(False))
     delay = F.col("kafka_timestamp").cast("double") - F.col("timestamp").cast("double")
     rows = rows.withColumn("delay", delay).withColumn("delay_bucket", delays.bucket_column(F.col("delay")))
-    win = F.window("timestamp", window)
+    win = F.window("timestamp", spark_interval(window))
     grouped = rows.groupBy(win.alias("w"), "event_type", "publisher_id", "priority", "late", "delay_bucket").agg(
         F.count(F.lit(1)).alias("count"), F.min("delay").alias("delay_min"), F.max("delay").alias("delay_max"))
     return grouped.select(F.col("w.start").alias("window_start"), F.col("w.end").alias("window_end"),
@@ -137,7 +137,7 @@ def archive_dedup(decoded_df, horizon: str):
         F.concat_ws(":", F.lit("e"), F.col("topic"), F.col("partition"), F.col("offset")))
     return (decoded_df.withColumn("dedup_key", key)
             .withColumn("ingested_at", F.current_timestamp())
-            .withWatermark("ingested_at", horizon)
+            .withWatermark("ingested_at", spark_interval(horizon))
             .dropDuplicatesWithinWatermark(["dedup_key"])
             .drop("dedup_key", "ingested_at"))
 
@@ -299,7 +299,7 @@ def start_query(spark, settings: KafkaSettings, subscription: Subscription, conf
     writer = (archive_dedup(decoded, config.dedup_horizon).writeStream.queryName(QUERY_NAME)
               .outputMode("append").option("checkpointLocation", config.checkpoint_path("pipeline"))
               .foreachBatch(batch_fn))
-    writer = writer.trigger(availableNow=True) if once else writer.trigger(processingTime=config.trigger_interval)
+    writer = writer.trigger(availableNow=True) if once else writer.trigger(processingTime=spark_interval(config.trigger_interval))
     return writer.start()
 
 

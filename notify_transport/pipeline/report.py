@@ -23,7 +23,7 @@ import os
 from pathlib import Path
 
 from notify_transport.pipeline import delays
-from notify_transport.pipeline.durations import human_duration
+from notify_transport.times import human_duration
 from notify_transport.pipeline.report_page import render_page
 from notify_transport.pipeline.stats_files import load_partials
 from notify_transport.pipeline.topics import ERROR_PRIORITIES

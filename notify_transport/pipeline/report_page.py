@@ -13,7 +13,7 @@ from typing import Any, Mapping, NamedTuple
 
 import jinja2
 
-from notify_transport.pipeline.durations import human_duration
+from notify_transport.times import human_duration
 
 
 class Formatted(NamedTuple):

@@ -12,18 +12,16 @@ from __future__ import annotations
 
 import logging
 import sys
-import threading
 import time
 from typing import Any, Iterable
 
 from notify_transport.drivers.base import Listener
-from notify_transport.exceptions import (ConfigurationError, ExecutorLoadFailure, ExpectedException, InvalidTarget,
-                                         MessageUndeliverable, NoSuchMethod, ServerListenError)
-from notify_transport.lifecycle import ServerContext
+from notify_transport.exceptions import ExpectedException, InvalidTarget, MessageUndeliverable, NoSuchMethod
 from notify_transport.rpc import options
 from notify_transport.rpc.access import RPCAccessPolicyBase, expose
 from notify_transport.rpc.dispatcher import RPCDispatcher
 from notify_transport.serializer import Serializer
+from notify_transport.server import POLL_INTERVAL, MessageHandlingServer
 from notify_transport.target import Target
 from notify_transport.transport import RPCTransport
 
@@ -31,22 +29,17 @@ LOG = logging.getLogger(__name__)
 
 __all__ = ["RPCServer", "get_rpc_server", "expected_exceptions", "expose"]
 
-#: How long an idle worker's poll blocks before checking for stop().
-POLL_INTERVAL = 1.0
 
-
-class RPCServer(ServerContext):
+class RPCServer(MessageHandlingServer):
     """Serves the endpoints of one target (topic and server name).
 
-    ``with server:`` starts it and, on leaving the block, stops it and waits
-    for the requests in progress.
+    The lifecycle (start, stop, wait, ``with``) is
+    :class:`~notify_transport.MessageHandlingServer`'s.
     """
 
     def __init__(self, transport: Any, target: Target, dispatcher: RPCDispatcher,
                  executor: str | None = "threading") -> None:
-        if executor not in (None, "threading"):
-            raise ExecutorLoadFailure(executor, "only the 'threading' executor is supported "
-                                      "(the eventlet executor is deprecated)")
+        super().__init__(transport, dispatcher, executor)
         if not isinstance(transport, RPCTransport):
             LOG.warning("Using notification transport for RPC. Please use get_rpc_transport to "
                         "obtain an RPC transport instance.")
@@ -55,104 +48,53 @@ class RPCServer(ServerContext):
                                 target)
         options.register_server_opts(transport.conf)
         self.conf = transport.conf
-        self.transport = transport
         self.target = target
-        self.dispatcher = dispatcher
-        self.listener: Listener | None = None
-        self._lock = threading.Lock()
-        self._workers: list[threading.Thread] = []
         self._idle = 0
         self._max_workers = 1
-        self._stopping = threading.Event()
-        self._started = False
 
     def __repr__(self) -> str:
         return f"<RPCServer {self.target.topic}.{self.target.server}>"
 
-    def start(self, override_pool_size: int | None = None) -> None:
-        """Listen and start handling requests; returns once the queues are consumed."""
-        with self._lock:
-            if self._started:
-                LOG.warning("The server has already been started. Ignoring the redundant call "
-                            "to start().")
-                return
-            self._max_workers = max(1, int(override_pool_size or self.conf.executor_thread_pool_size))
-            try:
-                listener = self.transport._listen(self.target, 1, None)  # noqa: SLF001
-            except (ConfigurationError, InvalidTarget):
-                raise
-            except Exception as exc:
-                raise ServerListenError(self.target, exc) from exc
-            try:
-                listener.start()
-            except Exception as exc:
-                listener.stop()
-                listener.cleanup()
-                raise ServerListenError(self.target, exc) from exc
-            self.listener = listener
-            self._stopping.clear()
-            self._started = True
-            self._spawn()
+    def _configure(self, override_pool_size: int | None) -> None:
+        self._max_workers = max(1, int(override_pool_size or self.conf.executor_thread_pool_size))
 
-    def stop(self) -> None:
-        """Stop receiving requests; those already received are still handled."""
-        with self._lock:
-            self._stopping.set()
-            if self.listener is not None:
-                self.listener.stop()
-            self._started = False
+    def _listen_target(self) -> Any:
+        return self.target
 
-    def wait(self, timeout: float | None = None) -> None:
-        """Wait for the requests in progress to finish, then release the listener."""
-        deadline = None if timeout is None else time.monotonic() + timeout
-        while True:
-            with self._lock:
-                workers = [w for w in self._workers if w.is_alive()]
-            if not workers:
-                break
-            for worker in workers:
-                worker.join(None if deadline is None else max(0.0, deadline - time.monotonic()))
-            if deadline is not None and time.monotonic() >= deadline:
-                LOG.warning("%r: requests still running after %.1fs", self, timeout)
-                return
-        with self._lock:
-            self._workers = []
-            if self.listener is not None:
-                try:
-                    self.listener.cleanup()
-                finally:
-                    self.listener = None
+    def _listen(self) -> Listener:
+        return self.transport._listen(self.target, 1, None)  # noqa: SLF001
 
-    def reset(self) -> None:
-        """Kept for oslo.messaging compatibility; nothing to reset."""
+    def _launch(self, listener: Listener) -> None:
+        self._idle = 0
+        self._add_worker(listener)
 
     # -- workers -------------------------------------------------------------------
-    def _spawn(self) -> None:
-        worker = threading.Thread(target=self._work, name=f"rpc-{self.target.topic}-{len(self._workers)}",
-                                  daemon=True)
-        self._workers.append(worker)
+    def _add_worker(self, listener: Listener) -> None:
+        """One more worker thread; called holding the lock."""
         self._idle += 1
-        worker.start()
+        self._spawn(self._work, f"rpc-{self.target.topic}-{len(self._workers)}", listener)
 
-    def _work(self) -> None:
-        listener = self.listener
-        assert listener is not None
-        while True:
+    def _work(self, listener: Listener) -> None:
+        failures = 0
+        while not self._aborting:
             try:
                 incoming = listener.poll(timeout=POLL_INTERVAL, max_messages=1)
+                failures = 0
             except Exception:
-                LOG.exception("%r: polling failed", self)
-                if self._stopping.wait(1.0):
+                failures += 1
+                if self._poll_failed(failures):
                     break
                 continue
             if not incoming:
                 if self._stopping.is_set():
                     break  # stopped and drained
                 continue
+            if self._aborting:
+                break  # abrupt stop: not handled, not answered (the caller times out)
             with self._lock:
                 self._idle -= 1
                 if self._idle == 0 and len(self._workers) < self._max_workers and not self._stopping.is_set():
-                    self._spawn()
+                    self._add_worker(listener)
             try:
                 for message in incoming:
                     self._process(message)

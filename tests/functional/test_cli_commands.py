@@ -19,7 +19,7 @@ from confluent_kafka.admin import AdminClient
 import notify_transport as nt
 from notify_transport.testing.brokers import external_kafka
 from notify_transport.cli import main as cli_main
-from notify_transport.cli.ops.timespec import format_time
+from notify_transport.times import format_time
 
 pytestmark = pytest.mark.functional
 

@@ -12,7 +12,7 @@ from oslo_config import cfg
 
 import notify_transport
 from notify_transport.drivers.kafka import client_check, options as kafka_options
-from notify_transport.drivers.kafka.client_properties import is_secret_property, redact
+from notify_transport.secrets import is_secret as is_secret_property, mask_properties as redact
 from notify_transport.exceptions import ConfigurationError
 from notify_transport.testing.tls import self_signed_certificate
 

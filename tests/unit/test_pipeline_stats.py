@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 
 from notify_transport.exceptions import ConfigurationError
 from notify_transport.pipeline import delays, lateness
-from notify_transport.pipeline.durations import human_duration, parse_duration
+from notify_transport.times import human_duration, parse_duration
 from notify_transport.pipeline.stats_files import effective_files
 
 pd = pytest.importorskip("pandas", reason="the spark extra is not installed")

@@ -166,3 +166,65 @@ def test_bad_arguments():
     server = rpc.get_rpc_server(failing, nt.Target(topic="t", server="s"), [Endpoint()])
     with pytest.raises(ServerListenError, match="no broker"):
         server.start()
+
+
+# -- the lifecycle shared with notification listeners (notify_transport.server) ----------------
+
+def test_rpc_servers_and_listeners_share_one_lifecycle():
+    from notify_transport.server import MessageHandlingServer
+
+    for cls in (rpc.RPCServer, nt.notify.NotificationServer, nt.notify.BatchNotificationServer):
+        assert MessageHandlingServer in cls.__mro__
+        for name in ("start", "stop", "wait", "__enter__", "__exit__"):
+            assert getattr(cls, name) is getattr(MessageHandlingServer, name), (cls, name)
+
+
+def test_bounded_graceful_stop_lets_the_request_in_flight_finish(setup):
+    listener, server, endpoint = setup
+    server.start()
+    blocked = Request("block")
+    listener.put(blocked)
+    assert wait_until(lambda: not listener.queue)  # a worker took it
+    endpoint.release.set()
+    assert server.stop(timeout=5) is True
+    assert blocked.replies == [("released", None)] and listener.cleaned
+
+
+def test_bounded_abrupt_stop_abandons_a_request_that_does_not_finish(setup):
+    listener, server, endpoint = setup
+    server.start()
+    blocked, dropped = Request("block"), Request("ok", x=1)
+    listener.put(blocked)
+    assert wait_until(lambda: not listener.queue and server._idle == 0 or len(server._workers) > 1)
+    assert server.stop(graceful=False, timeout=0.05) is False  # the call is still running
+    listener.put(dropped)
+    endpoint.release.set()
+    assert server.wait(timeout=5) is True
+    assert dropped.replies == []  # not started after the abrupt stop
+
+
+class FlakyListener(MemoryListener):
+    """Polls fail a few times (a broker restarting), then work."""
+
+    def __init__(self, failures):
+        super().__init__()
+        self.failures = failures
+
+    def poll(self, timeout=None, max_messages=1):
+        if self.failures:
+            self.failures -= 1
+            raise ConnectionError("broker away")
+        return super().poll(timeout, max_messages)
+
+
+def test_poll_failures_are_retried_with_the_backoff_policy(caplog):
+    conf = cfg.ConfigOpts()
+    conf([])
+    driver = Driver(conf)
+    driver.listener = FlakyListener(failures=2)
+    server = rpc.get_rpc_server(RPCTransport(driver), nt.Target(topic="t", server="s"), [Endpoint()])
+    request = Request("ok", x=4)
+    with server:
+        driver.listener.put(request)
+        assert wait_until(lambda: request.replies == [(8, None)])
+    assert sum("polling failed" in r.getMessage() for r in caplog.records) == 2

@@ -7,7 +7,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from notify_transport import InvalidTransportURL, TransportURL
-from notify_transport.url import is_secret_key, redact_raw
+from notify_transport.secrets import is_secret as is_secret_key
+from notify_transport.url import redact_raw
 
 
 @pytest.mark.parametrize("key", [

@@ -12,7 +12,7 @@ import re
 from typing import Any
 
 from notify_transport.cli.global_options import HelpFormatter
-from notify_transport.cli.ops import timespec
+from notify_transport import times
 from notify_transport.drivers.naming import PRIORITIES
 
 #: Accepted spellings that are not priority names themselves.
@@ -149,7 +149,7 @@ def positive_float(text: str) -> float:
 def point_in_time(text: str) -> float:
     """Seconds since the epoch, from ISO 8601 or a relative time."""
     try:
-        return timespec.parse_time(text)
+        return times.parse_time(text)
     except ValueError as exc:
         raise argparse.ArgumentTypeError(str(exc)) from None
 

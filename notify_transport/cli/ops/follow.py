@@ -23,7 +23,7 @@ from confluent_kafka import OFFSET_BEGINNING, KafkaError, KafkaException, TopicP
 
 from notify_transport.cli.ops.cluster import UNREACHABLE, ClusterError, KafkaCluster, Partition
 from notify_transport.cli.ops.start import TIME, Start
-from notify_transport.cli.ops.timespec import to_millis
+from notify_transport.times import to_millis
 from notify_transport.drivers.envelope import decode_notification
 from notify_transport.exceptions import DecodeError
 

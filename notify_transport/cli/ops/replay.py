@@ -9,7 +9,7 @@ from typing import Any, Mapping, Sequence
 from notify_transport.cli.ops import args as cli_args
 from notify_transport.cli.ops.cluster import NO_OFFSET, Partition, default_topics, open_cluster
 from notify_transport.cli.ops.output import EXIT_OK, Progress, emit, fail, failures_exit_1, table, warn
-from notify_transport.cli.ops.timespec import HELP as TIME_HELP, format_time, to_millis
+from notify_transport.times import TIME_HELP, format_time, to_millis
 from notify_transport.drivers.naming import PRIORITIES
 
 DESCRIPTION = """\

@@ -10,12 +10,12 @@ from __future__ import annotations
 import dataclasses
 import re
 
-from notify_transport.cli.ops import timespec
+from notify_transport import times
 
 EARLIEST, LATEST, OFFSET, LAST, TIME = "earliest", "latest", "offset", "last", "time"
 
 HELP = ("earliest, latest, OFFSET (that offset in every partition), -N (the last N of each "
-        "partition) or TIME (the first notification at or after it: " + timespec.HELP + ")")
+        "partition) or TIME (the first notification at or after it: " + times.TIME_HELP + ")")
 
 _COUNT = re.compile(r"-(\d+)")
 _OFFSET = re.compile(r"\d+")
@@ -34,7 +34,7 @@ class Start:
         if self.kind == LAST:
             return f"the last {int(self.value)} of each partition"
         if self.kind == TIME:
-            return timespec.format_time(self.value)
+            return times.format_time(self.value)
         return self.kind
 
     def resolve(self, low: int, high: int, at_time: int = -1) -> int:
@@ -67,6 +67,6 @@ def parse_start(text: str, now: float | None = None) -> Start:
             return Start(LATEST)
         return Start(LAST, int(count.group(1)))
     try:
-        return Start(TIME, timespec.parse_time(text, now))
+        return Start(TIME, times.parse_time(text, now))
     except ValueError:
         raise ValueError(f"--from {text!r}: expected {HELP}") from None

@@ -15,7 +15,7 @@ from notify_transport.cli.ops.cluster import KafkaCluster, default_topics, open_
 from notify_transport.cli.ops.follow import BATCH, SLICE, Follower, Received
 from notify_transport.cli.ops.output import EXIT_OK, fail, failures_exit_1
 from notify_transport.cli.ops.start import HELP as START_HELP, LATEST, Start, parse_start
-from notify_transport.cli.ops.timespec import format_time
+from notify_transport.times import format_time
 from notify_transport.drivers.naming import PRIORITIES
 from notify_transport.exceptions import ConfigurationError
 from notify_transport.target import Target

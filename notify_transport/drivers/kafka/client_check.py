@@ -17,8 +17,8 @@ from typing import Any
 import confluent_kafka
 from confluent_kafka import KafkaException
 
-from notify_transport.drivers.kafka.client_properties import is_secret_property
 from notify_transport.exceptions import ConfigurationError
+from notify_transport.secrets import MASK, is_secret
 
 LOG = logging.getLogger(__name__)
 
@@ -106,10 +106,10 @@ def _create(kind: Any, what: str, conf: dict[str, Any]) -> None:
 def _scrub(text: str, conf: dict[str, Any]) -> str:
     """``text`` without the value of any secret property (an error may quote a value)."""
     for key, value in conf.items():
-        if not value or not isinstance(value, str) or not is_secret_property(key):
+        if not value or not isinstance(value, str) or not is_secret(key):
             continue
         for quoted in (f'"{value}"', f"'{value}'"):
-            text = text.replace(quoted, '"***"')
+            text = text.replace(quoted, f'"{MASK}"')
         if len(value) >= _SCRUB_MIN_LENGTH:  # shorter ones would hit ordinary words
-            text = text.replace(value, "***")
+            text = text.replace(value, MASK)
     return text

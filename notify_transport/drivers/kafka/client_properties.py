@@ -13,6 +13,7 @@ import types
 from typing import Any
 
 from notify_transport.exceptions import ConfigurationError
+from notify_transport.secrets import mask_properties as redact  # noqa: F401 - the clients' debug logs
 
 #: SASL mechanisms librdkafka supports; the option value is matched case-insensitively.
 SASL_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "GSSAPI", "OAUTHBEARER")
@@ -159,21 +160,3 @@ def admin_config(url: Any, opts: types.SimpleNamespace) -> dict[str, Any]:
     conf = common_config(url, opts)
     conf.update(opts.librdkafka_config)
     return conf
-
-
-#: Parts of librdkafka property names whose values are secrets (passwords, keys,
-#: tokens, OAUTHBEARER settings that may embed a client secret).
-_SECRET_MARKERS = ("password", "secret", "key.pem", "keystore", "token", "oauthbearer.config",
-                   "credential", "private")
-
-
-def is_secret_property(name: str) -> bool:
-    """Whether the value of librdkafka property ``name`` must never be logged."""
-    lowered = str(name).lower()
-    return any(marker in lowered for marker in _SECRET_MARKERS)
-
-
-def redact(conf: dict[str, Any]) -> dict[str, Any]:
-    """A copy safe to log: the values of secret properties replaced by ``***``."""
-    return {k: ("***" if v and is_secret_property(k) else v)
-            for k, v in conf.items() if not callable(v)}

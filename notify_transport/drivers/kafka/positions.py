@@ -18,6 +18,7 @@ from typing import Any, Mapping, NamedTuple
 from confluent_kafka import OFFSET_BEGINNING, OFFSET_END, KafkaException, TopicPartition
 
 from notify_transport.exceptions import ConfigurationError, MessagingException
+from notify_transport.times import TIME_HELP, epoch_seconds, parse_time
 
 COMMITTED = "committed"
 EARLIEST = "earliest"
@@ -69,8 +70,9 @@ def parse_start_position(value: Any) -> StartPosition:
     Accepted: a StartPosition; None or ``"committed"``; ``"earliest"``;
     ``"latest"``; an int >= 0 or ``"offset:N"`` (an offset); a
     :class:`datetime.datetime` (naive means UTC) or ``"time:T"`` where T is
-    ISO 8601 or seconds since the epoch. A bare float is refused: it could be
-    an offset or a time.
+    what ``notify_transport.times.parse_time`` reads (ISO 8601, seconds
+    since the epoch, or ``-1h``: that long before this call). A bare float is
+    refused: it could be an offset or a time.
     """
     if isinstance(value, StartPosition):
         return value
@@ -81,7 +83,7 @@ def parse_start_position(value: Any) -> StartPosition:
     if isinstance(value, int):
         return _offset(value)
     if isinstance(value, datetime.datetime):
-        return StartPosition(TIMESTAMP, _epoch(value))
+        return StartPosition(TIMESTAMP, epoch_seconds(value))
     if isinstance(value, str):
         text = value.strip()
         lowered = text.lower()
@@ -97,7 +99,7 @@ def parse_start_position(value: Any) -> StartPosition:
             return StartPosition(TIMESTAMP, _parse_time(rest, value))
     raise ConfigurationError(
         f"start_position {value!r} is not understood; use committed, earliest, latest, "
-        f"an offset (int or 'offset:N') or a time (datetime or 'time:ISO-8601|epoch-seconds')")
+        f"an offset (int or 'offset:N') or a time (datetime or 'time:ISO-8601|epoch-seconds|-1h')")
 
 
 def _offset(value: int) -> StartPosition:
@@ -106,23 +108,12 @@ def _offset(value: int) -> StartPosition:
     return StartPosition(OFFSET, value)
 
 
-def _epoch(stamp: datetime.datetime) -> float:
-    if stamp.tzinfo is None:
-        stamp = stamp.replace(tzinfo=datetime.timezone.utc)
-    return stamp.timestamp()
-
-
 def _parse_time(text: str, original: Any) -> float:
-    text = text.strip()
     try:
-        return float(text)
-    except ValueError:
-        pass
-    try:
-        return _epoch(datetime.datetime.fromisoformat(text))
-    except ValueError:
-        raise ConfigurationError(f"start_position {original!r}: {text!r} is neither seconds since "
-                                 "the epoch nor an ISO 8601 time") from None
+        return parse_time(text)
+    except ConfigurationError:
+        raise ConfigurationError(f"start_position {original!r}: {text.strip()!r} is not a time; "
+                                 f"expected {TIME_HELP}") from None
 
 
 def _list_offsets(consumer: Any, partitions: list[TopicPartition], spec: int,

@@ -30,7 +30,7 @@ from notify_transport.drivers.rabbit.codec import BodyCodec
 from notify_transport.drivers.rabbit.connection import RabbitConnection
 from notify_transport.drivers.rabbit.consumer import Delivery, QueueConsumer
 from notify_transport.drivers.rabbit.publisher import PendingPublish, Publisher
-from notify_transport.drivers.rabbit.rpc import DedupCache
+from notify_transport.drivers.rabbit.dedup import DedupCache
 from notify_transport.drivers.rabbit.topology import Topology
 from notify_transport.exceptions import ConfigurationError, DecodeError, MessageDeliveryFailure
 from notify_transport.target import Target

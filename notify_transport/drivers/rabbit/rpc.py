@@ -31,6 +31,7 @@ from notify_transport.drivers.base import IncomingMessage, Listener
 from notify_transport.drivers.rabbit.codec import BodyCodec
 from notify_transport.drivers.rabbit.connection import RabbitConnection
 from notify_transport.drivers.rabbit.consumer import Delivery, QueueConsumer
+from notify_transport.drivers.rabbit.dedup import DedupCache
 from notify_transport.drivers.rabbit.publisher import PendingPublish, Publisher
 from notify_transport.drivers.rabbit.topology import ExchangeSpec, Topology
 from notify_transport.drivers.remote_errors import (deserialize_remote_exception,
@@ -42,31 +43,6 @@ from notify_transport.target import Target
 LOG = logging.getLogger(__name__)
 
 DEFAULT_EXCHANGE = ExchangeSpec("", "direct")
-
-
-class DedupCache:
-    """Recently seen ``_unique_id`` values (oslo's ``_MsgIdCache``, larger)."""
-
-    def __init__(self, size: int = 1024) -> None:
-        self._order: collections.deque[str] = collections.deque()
-        self._seen: set[str] = set()
-        self._size = size
-        self._lock = threading.Lock()
-
-    def contains(self, unique_id: str) -> bool:
-        with self._lock:
-            return unique_id in self._seen
-
-    def seen(self, unique_id: str) -> bool:
-        """True if ``unique_id`` was seen before; remembers it otherwise."""
-        with self._lock:
-            if unique_id in self._seen:
-                return True
-            self._seen.add(unique_id)
-            self._order.append(unique_id)
-            if len(self._order) > self._size:
-                self._seen.discard(self._order.popleft())
-            return False
 
 
 # -- client side ----------------------------------------------------------------------
