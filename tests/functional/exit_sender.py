@@ -8,7 +8,9 @@
   The oslo child configures logging, as services do; the nt child leaves it
   alone, as a plain script does (records then reach stderr through logging's
   last-resort handler).
-* MODE ``eventlet`` monkey-patches first thing; ``threaded`` does not.
+* MODE ``eventlet`` monkey-patches first thing and keeps a green thread
+  running, as a service's are, when the main thread exits; ``threaded`` does
+  not.
 * ``--gc``: the transport and notifier are dropped and garbage collected
   before exit.
 * ``--cleanup-at-exit``: the script's own exit hook, registered before the
@@ -58,12 +60,20 @@ def send(api: str, url: str, topic: str, count: int, holder: list) -> None:
         notifier.info({}, "exit.test", {"seq": seq})
 
 
+def tick() -> None:
+    """A service's green thread, still running at exit."""
+    while True:
+        eventlet.sleep(0.01)
+
+
 def main(argv: list[str]) -> int:
-    api, _mode, url, topic, count = argv[:5]
+    api, mode, url, topic, count = argv[:5]
     flags = set(argv[5:])
     if api == "oslo":
         logging.basicConfig(level=logging.WARNING, stream=sys.stderr)
     holder: list = []
+    if mode == "eventlet":
+        eventlet.spawn(tick)
     if "--cleanup-at-exit" in flags:
         atexit.register(lambda: [transport.cleanup() for transport in holder])
     send(api, url, topic, int(count), holder)

@@ -128,10 +128,12 @@ def test_an_unreachable_broker_costs_the_bound_and_is_reported(api, mode):
     assert_clean_exit(result)
 
 
-def test_a_process_that_exits_without_cleanup_delivers_everything_on_rabbitmq(rabbit, rabbit_admin, unique):
+@pytest.mark.parametrize("flags", [(), ("--gc",)], ids=["alive", "collected"])
+def test_a_process_that_exits_without_cleanup_delivers_everything_on_rabbitmq(flags, rabbit, rabbit_admin,
+                                                                               unique):
     from rabbit_fixtures import rabbit_url
 
     topic = unique("exit")
-    result = run_sender("nt", "threaded", rabbit_url(), topic)
+    result = run_sender("nt", "threaded", rabbit_url(), topic, *flags)
     assert rabbit_admin.queue_info(f"{topic}.info")[0] == COUNT, result.stderr
     assert_clean_exit(result)
