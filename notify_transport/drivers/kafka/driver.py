@@ -23,7 +23,7 @@ import logging
 import threading
 from typing import Any, Iterable
 
-from notify_transport.drivers import envelope
+from notify_transport.drivers import envelope, exit_flush
 from notify_transport.drivers.base import BaseDriver, Listener
 from notify_transport.drivers.config import resolve_options
 from notify_transport.drivers.kafka import client_check, client_properties
@@ -81,6 +81,7 @@ class KafkaDriver(BaseDriver):
         self._kafka_topic_for = SendTopics(self.vhost)
         self._producer = NotificationProducer(producer_conf, self.opts.producer_queue_timeout,
                                               self.opts.flush_timeout, url.redacted())
+        exit_flush.register(self._producer, self.opts.exit_flush_timeout, url.redacted())
         self._send = self._producer.send
         self._admin = ClusterAdmin(client_properties.admin_config(url, self.opts), self.opts.topic_partitions,
                                  self.opts.topic_replication_factor,

@@ -114,6 +114,12 @@ extra_opts = [
     cfg.FloatOpt('flush_timeout', default=10.0, min=0,
                  help='Seconds cleanup() waits for queued notifications to be '
                       'confirmed; what is still pending then is logged as lost.'),
+    cfg.FloatOpt('exit_flush_timeout', default=5.0, min=0,
+                 help='Seconds a process that exits without calling cleanup() '
+                      'waits for the notifications its producer still holds to '
+                      'be confirmed (at interpreter exit, for every transport '
+                      'still alive). What is still unconfirmed then is lost and '
+                      'its count logged at WARNING. 0: do not wait.'),
     cfg.FloatOpt('session_timeout', default=45.0, min=0.001,
                  help='Consumer group session timeout in seconds: a listener '
                       'that sends no heartbeat for this long is evicted.'),

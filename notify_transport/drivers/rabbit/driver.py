@@ -15,6 +15,7 @@ import threading
 import time
 from typing import Any, Iterable
 
+from notify_transport.drivers import exit_flush
 from notify_transport.drivers.base import BaseDriver, Listener
 from notify_transport.drivers.config import resolve_options
 from notify_transport.drivers.rabbit.codec import BodyCodec
@@ -123,6 +124,8 @@ class RabbitDriver(BaseDriver):
                 self._notifications = NotificationSender(
                     conn, publisher, self.topology, self.codec, self.opts.max_pending_notifications,
                     self.opts.pending_notifications_timeout)
+                exit_flush.register(self._notifications, self.opts.exit_flush_timeout,
+                                    self.url.redacted())
             return self._notifications
 
     # -- RPC ------------------------------------------------------------------------

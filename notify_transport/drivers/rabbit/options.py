@@ -284,6 +284,12 @@ extra_opts = [
     cfg.FloatOpt('flush_timeout', default=10.0, min=0,
                  help='Seconds cleanup() waits for sent notifications to be '
                       'confirmed; what is still pending then is logged as lost.'),
+    cfg.FloatOpt('exit_flush_timeout', default=5.0, min=0,
+                 help='Seconds a process that exits without calling cleanup() '
+                      'waits for the notifications it sent to be confirmed (at '
+                      'interpreter exit, for every transport still alive). What '
+                      'is still unconfirmed then is lost and its count logged at '
+                      'WARNING. 0: do not wait.'),
     cfg.FloatOpt('send_timeout', default=0.0, min=0,
                  help='Seconds a cast may wait for a connection and for the '
                       "broker's confirmation before MessageDeliveryFailure; 0 "
