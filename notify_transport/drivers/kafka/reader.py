@@ -19,7 +19,6 @@ import logging
 import queue
 import threading
 import time
-import uuid
 from typing import Any, Iterable, Iterator, cast
 
 import confluent_kafka
@@ -39,28 +38,8 @@ _FETCH_SLICE = 0.1
 _END = object()
 
 
-def reader_config(url: Any, opts: Any) -> dict[str, Any]:
-    """Consumer properties for reading without a group: brokers, security and escape hatches.
-
-    ``group.id`` is set because the client requires one, but the reader never
-    subscribes or commits, so no group is ever joined.
-    """
-    conf = client_properties.common_config(url, opts)
-    conf.update({
-        "group.id": f"notify-transport-reader-{uuid.uuid4().hex[:8]}",
-        "enable.auto.commit": False,
-        "enable.auto.offset.store": False,
-        "enable.partition.eof": False,
-        "auto.offset.reset": "earliest",
-        "max.partition.fetch.bytes": opts.kafka_max_fetch_bytes,
-        # unused without a group, but the escape hatch may hold settings checked against them
-        "session.timeout.ms": int(opts.session_timeout * 1000),
-        "heartbeat.interval.ms": int(opts.heartbeat_interval * 1000),
-    })
-    conf.update(opts.librdkafka_config)
-    conf.update(opts.consumer_config)
-    conf["enable.auto.commit"] = False
-    return conf
+#: Consumer properties of a reader (the one builder's, kept importable from here).
+reader_config = client_properties.reader_config
 
 
 @dataclasses.dataclass(frozen=True)
