@@ -237,25 +237,25 @@ class KafkaListener(Listener):
         first = [tp for tp in committed if tp.topic in self.topics
                  and (tp.topic, tp.partition) not in self._positioned]
         if first and position.overrides_committed:
-            wanted = {(tp.topic, tp.partition): tp.offset
-                      for tp in resolve_offsets(consumer, first, position, self._op_timeout)}
-            for tp in first:
-                tp.offset = wanted[(tp.topic, tp.partition)]
-            consumer.commit(offsets=[TopicPartition(tp.topic, tp.partition, tp.offset) for tp in first],
-                            asynchronous=False)
+            self._commit_start(consumer, first, position)
             LOG.info("%s: start_position %s: reading %s", self.name, position, _format(first))
         self._positioned.update((tp.topic, tp.partition) for tp in first)
         fresh = [tp for tp in committed if tp.offset < 0]
         if fresh:
-            reset = StartPosition(EARLIEST if self._earliest else LATEST)
-            wanted = {(tp.topic, tp.partition): tp.offset
-                      for tp in resolve_offsets(consumer, fresh, reset, self._op_timeout)}
-            for tp in fresh:
-                tp.offset = wanted[(tp.topic, tp.partition)]
-            consumer.commit(offsets=[TopicPartition(tp.topic, tp.partition, tp.offset) for tp in fresh],
-                            asynchronous=False)
+            self._commit_start(consumer, fresh, StartPosition(EARLIEST if self._earliest else LATEST))
             LOG.debug("%s: first reader of %s; committed start positions", self.name, _format(fresh))
         return committed
+
+    def _commit_start(self, consumer: confluent_kafka.Consumer, partitions: list[TopicPartition],
+                      position: StartPosition) -> None:
+        """Move ``partitions`` to where ``position`` starts (resolved by :mod:`.positions`) and
+        commit that, so that the whole pool reads from there."""
+        wanted = {(tp.topic, tp.partition): tp.offset
+                  for tp in resolve_offsets(consumer, partitions, position, self._op_timeout)}
+        for tp in partitions:
+            tp.offset = wanted[(tp.topic, tp.partition)]
+        consumer.commit(offsets=[TopicPartition(tp.topic, tp.partition, tp.offset) for tp in partitions],
+                        asynchronous=False)
 
     def _on_revoke(self, consumer: confluent_kafka.Consumer, partitions: list[TopicPartition]) -> None:
         self._give_up(partitions, lost=False)

@@ -25,7 +25,7 @@ import logging
 import queue
 import threading
 import time
-from typing import Any, Callable, Iterable, Iterator, Mapping, cast
+from typing import Any, Callable, Iterable, Iterator, Mapping, TypeVar, cast
 
 import confluent_kafka
 from confluent_kafka import OFFSET_END, KafkaError, KafkaException, TopicPartition
@@ -39,6 +39,7 @@ from notify_transport.exceptions import ConfigurationError, MessagingException
 
 LOG = logging.getLogger(__name__)
 
+_Self = TypeVar("_Self", bound="_Closing")
 #: A partition: ``(topic, partition)``.
 Partition = tuple[str, int]
 
@@ -75,11 +76,45 @@ def _record(msg: ConsumedRecord) -> Record:
                   tuple(msg.headers() or ()), millis / 1000.0 if kind else None)
 
 
+class _Closing:
+    """``with`` closes it."""
+
+    def close(self) -> None:
+        raise NotImplementedError
+
+    def __enter__(self: _Self) -> _Self:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+
+class _Records(_Closing):
+    """Iterating calls ``next()`` until a record comes, or the iterator was stopped."""
+
+    def next(self, timeout: float | None = None) -> Record | None:
+        raise NotImplementedError
+
+    def _stopped(self) -> bool:
+        return False
+
+    def __iter__(self) -> Iterator[Record]:
+        return self
+
+    def __next__(self) -> Record:
+        while True:
+            record = self.next(_FETCH_SLICE)
+            if record is not None:
+                return record
+            if self._stopped():
+                raise StopIteration
+
+
 def _partitions(partitions: Iterable[Partition]) -> list[TopicPartition]:
     return [TopicPartition(topic, partition) for topic, partition in partitions]
 
 
-class Reader:
+class Reader(_Closing):
     """Partitions read by one client without a consumer group, each from its own offset.
 
     :meth:`open` (or :meth:`assign` with explicit offsets) adds partitions or
@@ -251,14 +286,8 @@ class Reader:
             except (KafkaException, RuntimeError) as exc:
                 LOG.debug("%s: close: %s", self.name, exc)
 
-    def __enter__(self) -> "Reader":
-        return self
 
-    def __exit__(self, *exc: Any) -> None:
-        self.close()
-
-
-class PartitionConsumer:
+class PartitionConsumer(_Closing):
     """One partition of one topic, read from a position; see the module docstring."""
 
     def __init__(self, config: dict[str, Any], topic: str, partition: int = 0,
@@ -312,14 +341,8 @@ class PartitionConsumer:
     def close(self) -> None:
         self._reader.close()
 
-    def __enter__(self) -> "PartitionConsumer":
-        return self
 
-    def __exit__(self, *exc: Any) -> None:
-        self.close()
-
-
-class PartitionIterator:
+class PartitionIterator(_Records):
     """Iterates over one partition; see the module docstring.
 
     ``until_end``: stop at the end offset the partition had when iteration
@@ -393,16 +416,8 @@ class PartitionIterator:
             raise item
         return item
 
-    def __iter__(self) -> Iterator[Record]:
-        return self
-
-    def __next__(self) -> Record:
-        while True:
-            record = self.next(_FETCH_SLICE)
-            if record is not None:
-                return record
-            if self._stop.is_set():
-                raise StopIteration
+    def _stopped(self) -> bool:
+        return self._stop.is_set()
 
     @property
     def alive(self) -> bool:
@@ -420,14 +435,8 @@ class PartitionIterator:
                 return  # the thread still uses the client
         self.consumer.close()
 
-    def __enter__(self) -> "PartitionIterator":
-        return self
 
-    def __exit__(self, *exc: Any) -> None:
-        self.close()
-
-
-class MergedIterator:
+class MergedIterator(_Records):
     """Yields what any of its iterators read; finishes when all have finished."""
 
     def __init__(self, iterators: Iterable[PartitionIterator], buffer: int = 1000) -> None:
@@ -454,27 +463,12 @@ class MergedIterator:
                 self._running.discard(source)
         raise StopIteration
 
-    def __iter__(self) -> Iterator[Record]:
-        return self
-
-    def __next__(self) -> Record:
-        while True:
-            record = self.next(_FETCH_SLICE)
-            if record is not None:
-                return record
-
     def close(self, timeout: float = 5.0) -> None:
         for iterator in self.iterators:
             iterator._stop.set()
         for iterator in self.iterators:
             iterator.close(timeout)
         self._running.clear()
-
-    def __enter__(self) -> "MergedIterator":
-        return self
-
-    def __exit__(self, *exc: Any) -> None:
-        self.close()
 
 
 def merge(iterators: Iterable[PartitionIterator], buffer: int = 1000) -> MergedIterator:
