@@ -181,8 +181,7 @@ def test_iterators_per_partition_compose_and_close_without_leaks(transport, noid
 
 
 def test_one_reader_covers_several_partitions_between_start_and_end_offsets(transport, noida, unique_topic):
-    from notify_transport.drivers.kafka.positions import EARLIEST, LAST, StartPosition
-    from notify_transport.drivers.kafka.reader import Reader, reader_config
+    from notify_transport.kafka import StartPosition
 
     topic, later = unique_topic("ranges"), unique_topic("later")
     driver = transport.driver
@@ -190,10 +189,10 @@ def test_one_reader_covers_several_partitions_between_start_and_end_offsets(tran
     for partition in range(3):
         produce(noida, topic, [f"{partition}-{i}".encode() for i in range(10)], partition=partition)
     native_before = native_threads()
-    with Reader(reader_config(driver.url, driver.opts), "ranges") as reader:
+    with driver.reader("ranges") as reader:
         # given ranges (the Spark source's offset ranges) and a position resolved for one more partition
         reader.assign({(topic, 0): 2, (topic, 1): 0}, ends={(topic, 0): 5, (topic, 1): 3})
-        assert reader.open([(topic, 2)], StartPosition(LAST, 4), until_end=True) == {(topic, 2): 6}
+        assert reader.open([(topic, 2)], StartPosition("last", 4), until_end=True) == {(topic, 2): 6}
         records = []
         assert wait_until(lambda: records.extend(reader.receive(100, timeout=0.5)) or reader.finished, timeout=30)
         assert {p: [r.offset for r in records if r.partition == p] for p in range(3)} == {
@@ -204,7 +203,7 @@ def test_one_reader_covers_several_partitions_between_start_and_end_offsets(tran
         produce(noida, later, [b"x"])
         found, missing = reader.partitions_of([later, unique_topic("absent")])
         assert found == [(later, 0)] and len(missing) == 1
-        reader.open(found, StartPosition(EARLIEST))
+        reader.open(found, StartPosition("earliest"))
         assert not reader.finished
         more = []
         assert wait_until(lambda: more.extend(reader.receive(100, timeout=0.5)) or more, timeout=30)

@@ -127,7 +127,7 @@ class Reader(_Closing):
     ``error_cb`` gets the client's errors (brokers down, ...); ``on_error``
     the record errors that are not fatal (default: a topic or partition that
     does not exist is raised, the rest logged). Fatal errors are raised as
-    :class:`MessagingException`. ``logger`` gets librdkafka's own log lines.
+    :class:`~notify_transport.exceptions.MessagingException`. ``logger`` gets librdkafka's own log lines.
     """
 
     def __init__(self, config: Mapping[str, Any], name: str = "reader", timeout: float = 10.0,
