@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import dataclasses
 import datetime
 import json
 import logging
@@ -246,7 +245,8 @@ def _spark_phases(args, bootstrap: str, base: str, warm_base: str, work: Path, b
     started = time.perf_counter()
     spark = build_session(args.master, app_name="notify-transport-bench", log_level="ERROR")
     results["spark_session_seconds"] = round(time.perf_counter() - started, 2)
-    settings = dataclasses.replace(KafkaSettings.from_bootstrap(bootstrap), extra=tuple(CLIENT_CONFIG.items()))
+    settings = KafkaSettings.from_url(f"kafka://{bootstrap}?librdkafka_config="
+                                      + ",".join(f"{k}:{v}" for k, v in CLIENT_CONFIG.items()))
     big = Subscription(base_topics=(base,), priorities=("info",))
     small = Subscription(base_topics=(warm_base,), priorities=("info",))
 

@@ -4,8 +4,8 @@ Listener options and readers take and return these: lifecycle hooks
 (:class:`ListenerHooks`, which :class:`DeadLetter` reports reach), record
 coordinates (:class:`MessageId`), start positions (:class:`StartPosition`,
 :func:`parse_start_position`) and the group-less readers
-(:class:`PartitionConsumer`, :class:`PartitionIterator`, :func:`merge`,
-:class:`Record`). They live in the modules of ``notify_transport.drivers.kafka``,
+(:class:`Reader`, :class:`PartitionConsumer`, :class:`PartitionIterator`,
+:func:`merge`, :class:`Record`). They live in the modules of ``notify_transport.drivers.kafka``,
 whose layout is the driver's own business; import them from here::
 
     from notify_transport.kafka import ListenerHooks, MessageId, StartPosition, merge
@@ -13,9 +13,9 @@ whose layout is the driver's own business; import them from here::
 from notify_transport.drivers.kafka.driver import KafkaDriver
 from notify_transport.drivers.kafka.delivery.hooks import DeadLetter, ListenerHooks
 from notify_transport.drivers.kafka.positions import KINDS, MessageId, StartPosition, parse_start_position
-from notify_transport.drivers.kafka.reader import (MergedIterator, PartitionConsumer, PartitionIterator, Record,
-                                                   merge)
+from notify_transport.drivers.kafka.reader import (MergedIterator, PartitionConsumer, PartitionIterator, Reader,
+                                                   Record, merge)
 
 __all__ = ["DeadLetter", "KINDS", "KafkaDriver", "ListenerHooks", "MergedIterator", "MessageId",
-           "PartitionConsumer", "PartitionIterator", "Record", "StartPosition", "merge",
+           "PartitionConsumer", "PartitionIterator", "Reader", "Record", "StartPosition", "merge",
            "parse_start_position"]

@@ -1,18 +1,34 @@
-"""Notification topic naming, once for every driver, the CLI and the pipeline.
+"""Topic naming, once for every driver, the CLI and the pipeline.
 
 A notification topic is ``topic.priority`` plus ``.vhost`` when the transport
 URL has a virtual host. :func:`notification_topic` builds names, and
 :func:`parse_topic` reads them back (the CLI labels topics with it, the
-pipeline fills its ``vhost`` column). Kafka's own rules for topic names are
-checked in :mod:`notify_transport.drivers.kafka.naming`.
+pipeline fills its ``vhost`` column). A listener's retry and dead-letter
+topics are named from templates (``{topic}.retry.{pool}``, ``{topic}.dlq``):
+:func:`side_topic` fills one, :func:`parse_side_topic` reads a name back.
+RabbitMQ routes a notification by :func:`routing_key`. Kafka's own rules for
+topic names are checked in :mod:`notify_transport.drivers.kafka.naming`.
 """
 from __future__ import annotations
 
+import functools
 import re
+import string
 from typing import Iterable, NamedTuple, Sequence
 
 #: Priorities in oslo.messaging's order; topics use these lower-case names.
 PRIORITIES: tuple[str, ...] = ("audit", "debug", "info", "warn", "error", "critical", "sample")
+#: Priorities that count as errors (the pipeline's statistics, the CLI's error views).
+ERROR_PRIORITIES: tuple[str, ...] = ("error", "critical")
+
+#: Templates of a listener's retry and dead-letter topics (``retry_topic``, ``dead_letter_topic``).
+DEFAULT_RETRY_TOPIC = "{topic}.retry.{pool}"
+DEFAULT_DEAD_LETTER_TOPIC = "{topic}.dlq"
+#: Template values that turn retry / dead-letter topics off.
+DISABLED = ("", "none")
+#: Placeholders a retry / dead-letter template may use.
+SIDE_TOPIC_FIELDS = frozenset({"topic", "pool"})
+_ILLEGAL_IN_TOPIC = re.compile(r"[^a-zA-Z0-9._-]")
 
 
 class TopicParts(NamedTuple):
@@ -66,3 +82,59 @@ def parse_topic(topic: str, base_topics: Sequence[str] = ()) -> TopicParts:
             vhost = ".".join(segments[index + 1:])
             return TopicParts(".".join(segments[:index]), segments[index], vhost or None)
     return TopicParts(topic, None, None)
+
+
+def routing_key(topic: str, priority: str) -> str:
+    """The RabbitMQ routing key (and queue name) of ``topic`` at ``priority``: ``topic.priority``.
+
+    A RabbitMQ virtual host is the broker's own, so it is no part of the key.
+    """
+    return f"{topic}.{priority}"
+
+
+def template_fields(template: str) -> set[str]:
+    """The placeholders of a retry / dead-letter template (ValueError if it is malformed)."""
+    return {field for _, field, _, _ in string.Formatter().parse(template) if field is not None}
+
+
+def side_topic(template: str, topic: str, pool: str) -> str:
+    """A retry / dead-letter topic: ``template`` filled with the notification topic and the pool.
+
+    Characters a topic name cannot hold in the pool become ``_``.
+    """
+    return template.format(topic=topic, pool=_ILLEGAL_IN_TOPIC.sub("_", pool))
+
+
+@functools.lru_cache(maxsize=64)
+def side_topic_pattern(template: str) -> re.Pattern[str]:
+    """A regex matching the names :func:`side_topic` makes from ``template``, with
+    ``topic`` and ``pool`` groups for the placeholders it has."""
+    parts = []
+    seen: set[str] = set()
+    for literal, field, _spec, _conv in string.Formatter().parse(template):
+        parts.append(re.escape(literal))
+        if field is None:
+            continue
+        if field in seen:
+            parts.append(f"(?P={field})")
+        else:
+            seen.add(field)
+            parts.append(f"(?P<{field}>.+)" if field == "topic" else f"(?P<{field}>[a-zA-Z0-9._-]+?)")
+    return re.compile("".join(parts))
+
+
+class SideTopic(NamedTuple):
+    """A retry / dead-letter topic read back: the notification topic and the pool in its name."""
+
+    topic: str
+    pool: str | None
+
+
+def parse_side_topic(template: str, name: str) -> SideTopic | None:
+    """What :func:`side_topic` filled ``template`` with to make ``name``; None if it did not make it
+    (or the template has no ``{topic}``)."""
+    pattern = side_topic_pattern(template)
+    match = pattern.fullmatch(name)
+    if match is None or "topic" not in pattern.groupindex:
+        return None
+    return SideTopic(match.group("topic"), match.group("pool") if "pool" in pattern.groupindex else None)

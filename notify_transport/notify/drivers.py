@@ -18,6 +18,7 @@ from typing import Any
 from oslo_config import cfg
 from stevedore import extension, named
 
+from notify_transport.drivers.naming import notification_topic
 from notify_transport.exceptions import ConfigurationError
 from notify_transport.target import Target
 from notify_transport.secrets import mask
@@ -56,7 +57,7 @@ class MessagingDriver(Driver):
 
     def _targets_for(self, priority: str) -> list[Target]:
         prio = priority.lower()
-        targets = self._targets[priority] = [Target(topic=f"{t}.{prio}") for t in self.topics]
+        targets = self._targets[priority] = [Target(topic=notification_topic(t, prio)) for t in self.topics]
         return targets
 
     def notify(self, ctxt: dict, msg: dict, priority: str, retry: int | None) -> None:

@@ -15,6 +15,7 @@ from typing import Iterator, Mapping, cast
 from confluent_kafka import Consumer, KafkaError, KafkaException
 from confluent_kafka import TopicPartition as KafkaTopicPartition
 
+from notify_transport.drivers.kafka import client_properties
 from notify_transport.exceptions import MessagingException
 from notify_transport.pipeline.offsets import OffsetRange
 
@@ -30,8 +31,8 @@ class KafkaReadError(MessagingException):
 
 def admin_properties(config: Mapping[str, str]) -> dict[str, str]:
     """The client properties for :class:`~notify_transport.drivers.kafka.cluster.ClusterAdmin`
-    (consumer-only properties removed)."""
-    return {k: v for k, v in config.items() if not _consumer_only(k)}
+    (consumer-only properties removed by the driver's properties builder)."""
+    return client_properties.admin_properties(config)
 
 
 def consumer_config(config: Mapping[str, str]) -> dict[str, str | bool]:
@@ -157,7 +158,3 @@ def report_data_loss(fail: bool, message: str) -> None:
     if fail:
         raise KafkaReadError(message + " (set failOnDataLoss=false to skip them)")
     LOG.warning("Data loss: %s", message)
-
-
-def _consumer_only(key: str) -> bool:
-    return key.startswith(("fetch.", "queued.", "enable.auto", "auto.", "isolation.", "group."))

@@ -1,11 +1,13 @@
 """How the pipeline connects to Kafka, from a ``kafka://`` transport URL.
 
 The URL and the ``[oslo_messaging_kafka]`` options mean here what they mean to
-the Kafka driver (hosts, vhost, SASL credentials in the URL or the options,
-SSL files, ``?key=value`` overrides). :class:`KafkaSettings` renders them for
-the two readers the pipeline can use: librdkafka properties for the
-``notify_kafka`` Python data source, and Java client properties for Spark's
-own ``kafka`` format.
+the Kafka driver: the librdkafka properties come from the driver's one builder
+(:func:`~notify_transport.drivers.kafka.client_properties.client_config`,
+consumer role: hosts, SASL, TLS, ``librdkafka_config`` and ``consumer_config``,
+``?key=value`` overrides). :class:`KafkaSettings` renders them for the two
+readers the pipeline can use: as they are for the ``notify_kafka`` Python data
+source, and translated to Java client properties for Spark's own ``kafka``
+format.
 """
 from __future__ import annotations
 
@@ -17,20 +19,21 @@ from typing import Any
 from oslo_config import cfg
 
 from notify_transport.drivers.config import resolve_options
+from notify_transport.drivers.kafka import client_properties as props
 from notify_transport.drivers.kafka import options as kafka_options
-from notify_transport.drivers.kafka.client_properties import common_config, sasl_credentials
 from notify_transport.exceptions import ConfigurationError, InvalidTransportURL
 from notify_transport.url import TransportURL
 
 LOG = logging.getLogger(__name__)
 
-_SASL = ("SASL_PLAINTEXT", "SASL_SSL")
-_SSL = ("SSL", "SASL_SSL")
 _JAAS_MODULES = {
     "PLAIN": "org.apache.kafka.common.security.plain.PlainLoginModule",
     "SCRAM-SHA-256": "org.apache.kafka.common.security.scram.ScramLoginModule",
     "SCRAM-SHA-512": "org.apache.kafka.common.security.scram.ScramLoginModule",
 }
+#: librdkafka properties the translation to Java properties reads (or, for client.id, leaves out).
+_TRANSLATED = frozenset({"bootstrap.servers", "security.protocol", "client.id", "sasl.mechanism",
+                         "sasl.username", "sasl.password"}) | {prop for _, prop in props.SSL_OPTIONS}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -39,18 +42,8 @@ class KafkaSettings:
 
     bootstrap_servers: tuple[str, ...]
     vhost: str | None = None
-    security_protocol: str = "PLAINTEXT"
-    sasl_mechanism: str = "PLAIN"
-    sasl_username: str | None = None
-    sasl_password: str | None = dataclasses.field(default=None, repr=False)
-    ssl_cafile: str | None = None
-    ssl_certfile: str | None = None
-    ssl_keyfile: str | None = None
-    ssl_key_password: str | None = dataclasses.field(default=None, repr=False)
-    #: librdkafka properties from ``librdkafka_config`` and ``consumer_config``.
-    extra: tuple[tuple[str, str], ...] = dataclasses.field(default=(), repr=False)
-    #: the Kafka driver's connection properties for this URL (secrets included).
-    rdkafka: tuple[tuple[str, Any], ...] = dataclasses.field(default=(), repr=False)
+    #: the librdkafka properties of a consumer on this transport (secrets included).
+    properties: tuple[tuple[str, Any], ...] = dataclasses.field(default=(), repr=False)
     #: the transport URL without passwords, for messages.
     url: str = ""
 
@@ -65,25 +58,9 @@ class KafkaSettings:
             raise InvalidTransportURL(parsed.redacted(), "The transport URL names no Kafka host")
         opts = resolve_options(conf if conf is not None else cfg.ConfigOpts(), kafka_options.GROUP,
                                kafka_options.all_opts(), parsed.query, parsed.redacted())
-        username, password = sasl_credentials(parsed, opts)
-        rdkafka = common_config(parsed, opts)
-        extra = {**{k: str(v) for k, v in opts.librdkafka_config.items()},
-                 **{k: str(v) for k, v in opts.consumer_config.items()}}
-        return cls(
-            bootstrap_servers=tuple(parsed.bootstrap_servers()),
-            vhost=parsed.virtual_host or None,
-            security_protocol=opts.security_protocol,
-            sasl_mechanism=opts.sasl_mechanism,
-            sasl_username=username,
-            sasl_password=password,
-            ssl_cafile=opts.ssl_cafile or None,
-            ssl_certfile=opts.ssl_client_cert_file or None,
-            ssl_keyfile=opts.ssl_client_key_file or None,
-            ssl_key_password=opts.ssl_client_key_password or None,
-            extra=tuple(sorted(extra.items())),
-            rdkafka=tuple(sorted(rdkafka.items())),
-            url=parsed.redacted(),
-        )
+        properties = props.client_config(parsed, opts, props.CONSUMER)
+        return cls(bootstrap_servers=tuple(parsed.bootstrap_servers()), vhost=parsed.virtual_host or None,
+                   properties=tuple(sorted(properties.items())), url=parsed.redacted())
 
     @classmethod
     def from_bootstrap(cls, bootstrap_servers: str, vhost: str | None = None) -> "KafkaSettings":
@@ -91,50 +68,49 @@ class KafkaSettings:
         servers = tuple(s.strip() for s in bootstrap_servers.split(",") if s.strip())
         if not servers:
             raise ConfigurationError("No Kafka bootstrap server given")
-        return cls(bootstrap_servers=servers, vhost=vhost or None,
-                   url=f"kafka://{','.join(servers)}" + (f"/{vhost}" if vhost else ""))
+        return cls.from_url(f"kafka://{','.join(servers)}" + (f"/{vhost}" if vhost else ""))
 
-    def librdkafka_config(self) -> dict[str, str]:
-        """Consumer properties for confluent-kafka (secrets included: never log them).
+    def librdkafka_config(self) -> dict[str, Any]:
+        """Consumer properties for confluent-kafka (secrets included: never log them)."""
+        return dict(self.properties)
 
-        The connection part is the Kafka driver's own (``common_config``), so
-        the pipeline connects exactly as listeners do.
-        """
-        config: dict[str, Any] = dict(self.rdkafka) or {
-            "bootstrap.servers": ",".join(self.bootstrap_servers),
-            "security.protocol": self.security_protocol}
-        config.update(self.extra)
-        return config
+    @property
+    def security_protocol(self) -> str:
+        return str(dict(self.properties).get("security.protocol", "PLAINTEXT"))
 
     def spark_kafka_options(self) -> dict[str, str]:
         """``kafka.*`` options of Spark's JVM ``kafka`` format for the same connection."""
+        conf = self.librdkafka_config()
+        protocol = self.security_protocol
         options = {"kafka.bootstrap.servers": ",".join(self.bootstrap_servers),
-                   "kafka.security.protocol": self.security_protocol}
-        if self.security_protocol in _SASL:
-            options["kafka.sasl.mechanism"] = self.sasl_mechanism
-            module = _JAAS_MODULES.get(self.sasl_mechanism.upper())
+                   "kafka.security.protocol": protocol}
+        if protocol.startswith("SASL"):
+            mechanism = str(conf.get("sasl.mechanism", "PLAIN"))
+            options["kafka.sasl.mechanism"] = mechanism
+            module = _JAAS_MODULES.get(mechanism.upper())
             if module is None:
                 raise ConfigurationError(
-                    f"SASL mechanism {self.sasl_mechanism!r} has no JAAS login module mapping for "
+                    f"SASL mechanism {mechanism!r} has no JAAS login module mapping for "
                     "Spark's kafka format; use the notify_kafka source")
-            if self.sasl_username:
+            if conf.get("sasl.username"):
                 options["kafka.sasl.jaas.config"] = (
-                    f'{module} required username="{_jaas_quote(self.sasl_username)}" '
-                    f'password="{_jaas_quote(self.sasl_password or "")}";')
-        if self.security_protocol in _SSL:
-            if self.ssl_cafile:
+                    f'{module} required username="{_jaas_quote(str(conf["sasl.username"]))}" '
+                    f'password="{_jaas_quote(str(conf.get("sasl.password") or ""))}";')
+        if protocol.endswith("SSL"):
+            if conf.get(props.CA_FILE):
                 options["kafka.ssl.truststore.type"] = "PEM"
-                options["kafka.ssl.truststore.location"] = self.ssl_cafile
-            if self.ssl_certfile and self.ssl_keyfile:
+                options["kafka.ssl.truststore.location"] = str(conf[props.CA_FILE])
+            if conf.get(props.CERT_FILE) and conf.get(props.KEY_FILE):
                 # The Java client takes a PEM key store inline, not as two files.
                 options["kafka.ssl.keystore.type"] = "PEM"
-                options["kafka.ssl.keystore.certificate.chain"] = Path(self.ssl_certfile).read_text()
-                options["kafka.ssl.keystore.key"] = Path(self.ssl_keyfile).read_text()
-                if self.ssl_key_password:
-                    options["kafka.ssl.key.password"] = self.ssl_key_password
-        if self.extra:
+                options["kafka.ssl.keystore.certificate.chain"] = Path(conf[props.CERT_FILE]).read_text()
+                options["kafka.ssl.keystore.key"] = Path(conf[props.KEY_FILE]).read_text()
+                if conf.get(props.KEY_PASSWORD):
+                    options["kafka.ssl.key.password"] = str(conf[props.KEY_PASSWORD])
+        ignored = sorted(k for k in conf if k not in _TRANSLATED)
+        if ignored:
             LOG.warning("librdkafka properties %s do not apply to Spark's kafka format; ignored",
-                        ", ".join(k for k, _ in self.extra))
+                        ", ".join(ignored))
         return options
 
     def describe(self) -> dict[str, Any]:

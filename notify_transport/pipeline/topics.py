@@ -6,5 +6,7 @@ count as errors in its statistics.
 """
 from __future__ import annotations
 
-#: Priorities that count as errors in the statistics.
-ERROR_PRIORITIES: tuple[str, ...] = ("ERROR", "CRITICAL")
+from notify_transport.drivers import naming
+
+#: Priorities that count as errors in the statistics, as messages spell them (upper case).
+ERROR_PRIORITIES: tuple[str, ...] = tuple(p.upper() for p in naming.ERROR_PRIORITIES)

@@ -180,6 +180,38 @@ def test_iterators_per_partition_compose_and_close_without_leaks(transport, noid
         f"librdkafka threads left: {native_threads()} > {native_before}")
 
 
+def test_one_reader_covers_several_partitions_between_start_and_end_offsets(transport, noida, unique_topic):
+    from notify_transport.kafka import StartPosition
+
+    topic, later = unique_topic("ranges"), unique_topic("later")
+    driver = transport.driver
+    create_topic(driver, topic, 3)
+    for partition in range(3):
+        produce(noida, topic, [f"{partition}-{i}".encode() for i in range(10)], partition=partition)
+    native_before = native_threads()
+    with driver.reader("ranges") as reader:
+        # given ranges (the Spark source's offset ranges) and a position resolved for one more partition
+        reader.assign({(topic, 0): 2, (topic, 1): 0}, ends={(topic, 0): 5, (topic, 1): 3})
+        assert reader.open([(topic, 2)], StartPosition("last", 4), until_end=True) == {(topic, 2): 6}
+        records = []
+        assert wait_until(lambda: records.extend(reader.receive(100, timeout=0.5)) or reader.finished, timeout=30)
+        assert {p: [r.offset for r in records if r.partition == p] for p in range(3)} == {
+            0: [2, 3, 4], 1: [0, 1, 2], 2: [6, 7, 8, 9]}  # nothing past an end
+        assert reader.receive(100, timeout=0.3) == []
+        # a topic created while reading (tail's new topics) is added and followed without an end
+        create_topic(driver, later, 1)
+        produce(noida, later, [b"x"])
+        found, missing = reader.partitions_of([later, unique_topic("absent")])
+        assert found == [(later, 0)] and len(missing) == 1
+        reader.open(found, StartPosition("earliest"))
+        assert not reader.finished
+        more = []
+        assert wait_until(lambda: more.extend(reader.receive(100, timeout=0.5)) or more, timeout=30)
+        assert [(r.topic, r.offset, r.value) for r in more] == [(later, 0, b"x")]
+    assert wait_until(lambda: native_threads() <= native_before, timeout=10), (
+        f"librdkafka threads left: {native_threads()} > {native_before}")
+
+
 def test_follow_mode_reads_what_arrives_later(transport, noida, unique_topic):
     topic = unique_topic("follow")
     driver = transport.driver

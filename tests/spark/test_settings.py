@@ -118,3 +118,14 @@ def test_source_decode_options_are_checked():
         SourceOptions({**base, "decode": "yes"}, streaming=True)
     assert NotifyKafkaDataSource({**base, "decode": "true"}).schema() == DECODED_SCHEMA
     assert NotifyKafkaDataSource(base).schema() == KAFKA_SCHEMA
+
+
+def test_spark_options_translate_what_the_driver_builder_gives(tmp_path):
+    # a CA set through librdkafka_config reaches Spark's kafka format too: one mapping, read from
+    # the librdkafka properties the driver builds
+    settings = KafkaSettings.from_url("kafka://h:1/?security_protocol=SSL"
+                                      "&librdkafka_config=ssl.ca.location:/etc/other-ca.pem")
+    assert settings.librdkafka_config()["ssl.ca.location"] == "/etc/other-ca.pem"
+    jvm = settings.spark_kafka_options()
+    assert jvm["kafka.security.protocol"] == "SSL"
+    assert jvm["kafka.ssl.truststore.location"] == "/etc/other-ca.pem"

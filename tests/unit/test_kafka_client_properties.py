@@ -212,3 +212,25 @@ def test_a_bad_boolean_property_is_a_clear_error(conf):
     url, opts = build(conf, "kafka://h?producer_config=delivery.report.only.error:maybe")
     with pytest.raises(ConfigurationError, match="delivery.report.only.error must be true or false"):
         kc.producer_config(url, opts)
+
+
+def test_the_tls_options_map_to_properties_once(conf):
+    from notify_transport.drivers.kafka import client_check
+
+    url, opts = build(conf, "kafka://h?security_protocol=SSL&ssl_cafile=/ca.pem&ssl_client_key_password=pw")
+    assert kc.ssl_properties(opts) == {kc.CA_FILE: "/ca.pem", kc.KEY_PASSWORD: "pw"}
+    assert {k: v for k, v in kc.common_config(url, opts).items() if k.startswith("ssl.")} == kc.ssl_properties(opts)
+    assert client_check.option_files(opts)[kc.CA_FILE] == "/ca.pem"
+    assert set(kc.TLS_FILE_OPTIONS) < set(kc.SSL_OPTIONS)
+
+
+def test_reader_and_admin_properties_come_from_the_same_builder(conf):
+    url, opts = build(conf, "kafka://h?librdkafka_config=socket.timeout.ms:999&consumer_config=fetch.wait.max.ms:7")
+    reader = kc.reader_config(url, opts)
+    assert reader["enable.auto.commit"] is False and reader["socket.timeout.ms"] == "999"
+    assert reader["fetch.wait.max.ms"] == "7" and reader["group.id"].startswith("notify-transport-reader-")
+    admin = kc.admin_properties(reader)
+    assert admin["socket.timeout.ms"] == "999" and admin["bootstrap.servers"] == "h:9092"
+    assert not {"group.id", "fetch.wait.max.ms", "enable.auto.commit", "session.timeout.ms",
+                "max.partition.fetch.bytes"} & set(admin)
+    assert kc.client_config(url, opts, kc.ADMIN) == kc.admin_config(url, opts)

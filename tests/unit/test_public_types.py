@@ -24,6 +24,7 @@ def test_kafka_types_are_the_driver_objects_re_exported() -> None:
         "parse_start_position": positions.parse_start_position, "KINDS": positions.KINDS,
         "PartitionConsumer": reader.PartitionConsumer, "PartitionIterator": reader.PartitionIterator,
         "MergedIterator": reader.MergedIterator, "Record": reader.Record, "merge": reader.merge,
+        "Reader": reader.Reader,
         "KafkaDriver": driver.KafkaDriver,
     }
     assert sorted(public_kafka.__all__) == sorted(expected)

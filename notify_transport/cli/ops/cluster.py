@@ -5,18 +5,16 @@ vhost, the ``[oslo_messaging_kafka]`` options (SASL, TLS, ...) and the URL
 query mean exactly what they mean to the driver: the librdkafka
 configuration comes from the driver's own builder
 (:mod:`notify_transport.drivers.kafka.client_properties`) and topic names from its
-naming (``KafkaDriver.kafka_topics``). A pool is a consumer group.
+naming (``KafkaDriver.kafka_topics``). A pool is a consumer group. Reading
+beside the pools is the driver's reader (:mod:`notify_transport.drivers.kafka.reader`).
 """
 from __future__ import annotations
 
 import argparse
 import contextlib
 import logging
-import uuid
-from typing import Any, Iterator, Sequence
+from typing import Iterator, Sequence
 
-import confluent_kafka
-from confluent_kafka import KafkaError, KafkaException
 from oslo_config import cfg
 
 from notify_transport.cli.common import configured_url, load_conf
@@ -63,28 +61,6 @@ class KafkaCluster(ClusterAdmin):
             return self.driver.kafka_topics((Target(topic=t), p) for t in topics for p in priorities)
         except InvalidTarget as exc:
             raise ConfigurationError(str(exc)) from None
-
-    # -- consumers --------------------------------------------------------------------
-    def reader(self, name: str = "tail", error_cb: Any = None, **extra: Any) -> confluent_kafka.Consumer:
-        """A consumer that never joins a group nor commits: it reads what it is assigned.
-
-        Its group id is unique and unused (librdkafka wants one), so it takes
-        nothing from any pool and leaves nothing behind on the brokers.
-        ``error_cb`` gets the client's errors (default: one log line each);
-        ``extra`` is more librdkafka configuration.
-        """
-        group = f"notify-transport-{name}-{uuid.uuid4().hex[:12]}"
-        conf = client_properties.consumer_config(self.driver.url, self.driver.opts, group)
-        conf.update({"enable.auto.commit": False, "enable.auto.offset.store": False,
-                     "logger": RDKAFKA_LOG, "error_cb": error_cb or self._log_client_error, **extra})
-        try:
-            return confluent_kafka.Consumer(conf)
-        except (KafkaException, ValueError, TypeError) as exc:
-            raise ConfigurationError(f"cannot create a Kafka consumer: {exc}") from None
-
-    @staticmethod
-    def _log_client_error(err: KafkaError) -> None:
-        RDKAFKA_LOG.warning("%s", err.str())
 
 
 @contextlib.contextmanager

@@ -1,7 +1,8 @@
 """Reading notification topics beside the pools, for ``tail``: start positions, new topics, outages.
 
-The reader is assigned partitions (no subscription), so it joins no consumer
-group: it takes nothing from any pool and leaves no group behind. A pattern
+Reading is the driver's reader (:class:`~notify_transport.drivers.kafka.reader.Reader`):
+it is assigned partitions (no subscription), so it joins no consumer group: it
+takes nothing from any pool and leaves no group behind. A pattern
 subscription would follow new topics by itself, but only inside a group; here
 the topics to follow are known by name (TOPIC.PRIORITY[.VHOST]), so the
 reader asks the cluster's metadata every ``refresh`` seconds and assigns the
@@ -17,15 +18,17 @@ import dataclasses
 import logging
 import sys
 import time
-from typing import Any, Iterator, Sequence
+from typing import Iterator, Sequence
 
-from confluent_kafka import OFFSET_BEGINNING, KafkaError, KafkaException, TopicPartition
+from confluent_kafka import KafkaError
 
-from notify_transport.cli.ops.cluster import UNREACHABLE, ClusterError, KafkaCluster, Partition
-from notify_transport.cli.ops.start import TIME, Start
-from notify_transport.times import to_millis
+from notify_transport.cli.ops.cluster import RDKAFKA_LOG, UNREACHABLE, ClusterError, KafkaCluster, Partition
+from notify_transport.cli.ops.start import Start
 from notify_transport.drivers.envelope import decode_notification
-from notify_transport.exceptions import DecodeError
+from notify_transport.drivers.kafka.client_properties import reader_config
+from notify_transport.drivers.kafka.positions import EARLIEST, StartPosition
+from notify_transport.drivers.kafka.reader import Reader, Record
+from notify_transport.exceptions import DecodeError, MessagingException
 
 LOG = logging.getLogger(__name__)
 
@@ -94,38 +97,22 @@ class Follower:
         self.refresh = refresh
         self.exit_at_end = exit_at_end
         self.state = ConnectionState(cluster.bootstrap)
-        self.consumer = cluster.reader("tail", error_cb=self.state.on_error,
-                                       **{"enable.partition.eof": exit_at_end})
-        self.assigned: set[Partition] = set()
-        #: exit_at_end: the offset each partition must reach (its end when tail started)
-        self.ends: dict[Partition, int] = {}
-        self.positions: dict[Partition, int] = {}
-        self.at_eof: set[Partition] = set()
+        self.reader = Reader(reader_config(cluster.driver.url, cluster.driver.opts), name="tail",
+                             timeout=cluster.timeout, error_cb=self.state.on_error, on_error=self.state.on_error,
+                             logger=RDKAFKA_LOG)
 
     def open(self) -> tuple[list[Partition], list[str]]:
         """Assign the partitions that exist now at their start offsets; the names of the missing topics."""
         partitions, missing = self.cluster.partitions_of(self.topics)
-        if not partitions:
-            return partitions, missing
-        marks = self.cluster.watermarks(partitions)
-        at_time: dict[Partition, int] = {}
-        if self.start.kind == TIME:
-            at_time = self.cluster.offsets_for_time(partitions, to_millis(self.start.value))
-        positions = []
-        for tp in partitions:
-            low, high = marks[tp]
-            offset = self.start.resolve(low, high, at_time.get(tp, -1))
-            positions.append(TopicPartition(tp[0], tp[1], offset))
-            self.ends[tp] = high
-            self.positions[tp] = offset
-        self.consumer.assign(positions)
-        self.assigned.update(partitions)
+        self.reader.open(partitions, self.start.position, until_end=self.exit_at_end)
         return partitions, missing
 
     def done(self) -> bool:
         """exit_at_end: every partition read up to its end at start (or reported at its end)."""
-        return self.exit_at_end and all(tp in self.at_eof or self.positions.get(tp, 0) >= end
-                                        for tp, end in self.ends.items())
+        return self.exit_at_end and self.reader.finished
+
+    def close(self) -> None:
+        self.reader.close()
 
     def records(self) -> Iterator[Received | None]:
         """Decoded records as they come; None when a slice passed without any."""
@@ -136,57 +123,37 @@ class Follower:
                     self.follow_new_topics()
                     next_refresh = time.monotonic() + self.refresh
                 try:
-                    records = self.consumer.consume(BATCH, SLICE)
-                except KafkaException as exc:
-                    raise ClusterError(f"reading failed: {exc.args[0].str() if exc.args else exc}") from None
+                    records = self.reader.receive(BATCH, SLICE)
+                except MessagingException as exc:
+                    raise ClusterError(f"reading failed: {exc}") from None
                 if not records:
                     yield None
                     continue
+                self.state.answered()
                 for record in records:
-                    item = self._decode(record)
-                    if item is not None:
-                        yield item
+                    yield self._decode(record)
         finally:
-            self.consumer.close()
+            self.reader.close()
 
     def follow_new_topics(self) -> list[Partition]:
         """Assign, from their beginning, the partitions of followed topics that appeared since."""
         try:
-            metadata = self.consumer.list_topics(timeout=min(self.refresh, 5.0))
-        except KafkaException:
+            found, _missing = self.reader.partitions_of(self.topics, timeout=min(self.refresh, 5.0))
+            new = [tp for tp in found if tp not in self.reader.assigned]
+            self.reader.open(new, StartPosition(EARLIEST))
+        except MessagingException:
             return []  # the error callback has told the state; try again at the next refresh
         self.state.answered()
-        new: list[Partition] = []
-        for name in self.topics:
-            topic = metadata.topics.get(name)
-            if topic is None or topic.error is not None:
-                continue
-            new.extend((name, p) for p in sorted(topic.partitions) if (name, p) not in self.assigned)
         if new:
-            self.consumer.incremental_assign([TopicPartition(t, p, OFFSET_BEGINNING) for t, p in new])
-            self.assigned.update(new)
             print(f"following {len(new)} new partition(s) of {', '.join(sorted({t for t, _ in new}))} "
                   "from their beginning", file=sys.stderr)
         return new
 
-    def _decode(self, record: Any) -> Received | None:
-        err = record.error()
-        if err is not None:
-            if err.code() == KafkaError._PARTITION_EOF:
-                self.at_eof.add((record.topic(), record.partition()))
-                return None
-            if err.fatal():
-                raise ClusterError(f"reading failed: {err.str()}")
-            self.state.on_error(err)
-            return None
-        self.state.answered()
-        tp = (record.topic(), record.partition())
-        self.positions[tp] = record.offset() + 1
-        self.at_eof.discard(tp)
-        kind, millis = record.timestamp()
-        coords = (record.topic(), record.partition(), record.offset(), millis / 1000.0 if kind else None)
+    @staticmethod
+    def _decode(record: Record) -> Received:
+        coords = (record.topic, record.partition, record.offset, record.timestamp)
         try:
-            ctxt, message = decode_notification(record.value())
+            ctxt, message = decode_notification(record.value)
         except DecodeError as exc:
             print(f"notify-transport: warning: skipping undecodable record "
                   f"{coords[0]}[{coords[1]}]@{coords[2]}: {exc}", file=sys.stderr)

@@ -3,7 +3,8 @@
 The same words as kcat's ``-o``: an offset is absolute in every partition,
 ``-N`` is the last N records of each partition, and a time (ISO 8601 or
 relative with a unit, ``-1h``) is the first record at or after it. Kept apart
-from argparse and the cluster so that parsing and resolving are unit tested.
+from argparse and the cluster so that parsing is unit tested; where a start
+falls in a partition is the readers' :mod:`~notify_transport.drivers.kafka.positions`.
 """
 from __future__ import annotations
 
@@ -11,8 +12,10 @@ import dataclasses
 import re
 
 from notify_transport import times
+from notify_transport.drivers.kafka import positions
+from notify_transport.drivers.kafka.positions import EARLIEST, LAST, LATEST, OFFSET
 
-EARLIEST, LATEST, OFFSET, LAST, TIME = "earliest", "latest", "offset", "last", "time"
+TIME = "time"
 
 HELP = ("earliest, latest, OFFSET (that offset in every partition), -N (the last N of each "
         "partition) or TIME (the first notification at or after it: " + times.TIME_HELP + ")")
@@ -37,18 +40,15 @@ class Start:
             return times.format_time(self.value)
         return self.kind
 
+    @property
+    def position(self) -> positions.StartPosition:
+        """The same place as a reader's start position."""
+        return positions.StartPosition(positions.TIMESTAMP if self.kind == TIME else self.kind, self.value)
+
     def resolve(self, low: int, high: int, at_time: int = -1) -> int:
         """The offset to start at in a partition holding ``[low, high)``; ``at_time`` is the
         broker's answer for :data:`TIME` (-1: nothing that recent, so the end)."""
-        if self.kind == EARLIEST:
-            return low
-        if self.kind == LATEST:
-            return high
-        if self.kind == OFFSET:
-            return min(max(int(self.value), low), high)
-        if self.kind == LAST:
-            return max(low, high - int(self.value))
-        return high if at_time < 0 else min(max(at_time, low), high)
+        return positions.start_offset(self.position, low, high, at_time)
 
 
 def parse_start(text: str, now: float | None = None) -> Start:

@@ -242,10 +242,14 @@ def _reader_source(cluster: KafkaCluster, args: argparse.Namespace,
     """Records read beside the pools; None when --exit-at-end and no topic exists."""
     start = args.start or Start(LATEST)
     follower = Follower(cluster, topics, start, args.refresh, exit_at_end=args.exit_at_end)
-    # explicit offsets, resolved now: a notification sent after the line below is printed is read
-    partitions, missing = follower.open()
+    try:
+        # explicit offsets, resolved now: a notification sent after the line below is printed is read
+        partitions, missing = follower.open()
+    except BaseException:
+        follower.close()
+        raise
     if not partitions and args.exit_at_end:
-        follower.consumer.close()
+        follower.close()
         return None
     absent = (f"; {len(missing)} topic(s) do not exist yet and are followed from their beginning once "
               f"created: {', '.join(missing)}" if missing and not args.exit_at_end else "")

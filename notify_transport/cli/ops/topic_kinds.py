@@ -9,18 +9,16 @@ would be the vhost ``retry.billing``; here the template is matched first, so
 the topic is labelled ``retry`` of ``notifications.info`` for pool
 ``billing``, and the commands can group it under its base topic.
 
-Names are built by the drivers' naming (:mod:`notify_transport.drivers.naming`,
-:mod:`notify_transport.drivers.kafka.delivery.settings`); this module only reads them.
+Names are built and parsed by :mod:`notify_transport.drivers.naming`; this
+module only labels them.
 """
 from __future__ import annotations
 
 import dataclasses
-import re
-import string
 from typing import Any, Sequence
 
-from notify_transport.drivers.kafka.delivery.settings import DEFAULT_DEAD_LETTER_TOPIC, DEFAULT_RETRY_TOPIC, DISABLED
-from notify_transport.drivers.naming import parse_topic
+from notify_transport.drivers.naming import (DEFAULT_DEAD_LETTER_TOPIC, DEFAULT_RETRY_TOPIC, DISABLED,
+                                             parse_side_topic, parse_topic)
 
 NOTIFICATION, RETRY, DEAD_LETTER, OTHER = "notification", "retry", "dead-letter", "other"
 
@@ -39,22 +37,6 @@ class TopicKind:
     pool: str | None = None
     #: retry / dead-letter: the notification topic the records were copied from
     source: str | None = None
-
-
-def template_pattern(template: str) -> re.Pattern[str]:
-    """``{topic}.retry.{pool}`` -> a regex with ``topic`` and ``pool`` groups matching names it makes."""
-    parts = []
-    seen: set[str] = set()
-    for literal, field, _spec, _conv in string.Formatter().parse(template):
-        parts.append(re.escape(literal))
-        if field is None:
-            continue
-        if field in seen:
-            parts.append(f"(?P={field})")
-        else:
-            seen.add(field)
-            parts.append(f"(?P<{field}>.+)" if field == "topic" else f"(?P<{field}>[a-zA-Z0-9._-]+?)")
-    return re.compile("".join(parts))
 
 
 def templates(opts: Any) -> dict[str, str]:
@@ -77,8 +59,8 @@ class TopicNamer:
                  dead_letter_template: str | None = DEFAULT_DEAD_LETTER_TOPIC,
                  base_topics: Sequence[str] = ()) -> None:
         self.base_topics = tuple(base_topics)
-        self._patterns = [(kind, template_pattern(t)) for kind, t in
-                          ((DEAD_LETTER, dead_letter_template), (RETRY, retry_template)) if t]
+        self._templates = [(kind, t) for kind, t in
+                           ((DEAD_LETTER, dead_letter_template), (RETRY, retry_template)) if t]
 
     @classmethod
     def from_options(cls, opts: Any, base_topics: Sequence[str] = ()) -> "TopicNamer":
@@ -87,18 +69,14 @@ class TopicNamer:
         return cls(found.get(RETRY), found.get(DEAD_LETTER), base_topics)
 
     def classify(self, name: str) -> TopicKind:
-        for kind, pattern in self._patterns:
-            match = pattern.fullmatch(name)
-            if match is None:
+        for kind, template in self._templates:
+            side = parse_side_topic(template, name)
+            if side is None:
                 continue
-            source = match.group("topic") if "topic" in pattern.groupindex else None
-            if source is None:
-                continue
-            parts = parse_topic(source, self.base_topics)
+            parts = parse_topic(side.topic, self.base_topics)
             if parts.priority is None or not self._wanted(parts.base):
                 continue
-            pool = match.group("pool") if "pool" in pattern.groupindex else None
-            return TopicKind(name, kind, parts.base, parts.priority, parts.vhost, pool, source)
+            return TopicKind(name, kind, parts.base, parts.priority, parts.vhost, side.pool, side.topic)
         parts = parse_topic(name, self.base_topics)
         if parts.priority is None or not self._wanted(parts.base):
             return TopicKind(name, OTHER, name)

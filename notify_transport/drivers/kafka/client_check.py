@@ -17,15 +17,12 @@ from typing import Any
 import confluent_kafka
 from confluent_kafka import KafkaException
 
+from notify_transport.drivers.kafka.client_properties import CA_FILE, TLS_FILE_OPTIONS, ssl_properties
 from notify_transport.exceptions import ConfigurationError
 from notify_transport.secrets import MASK, is_secret
 
 LOG = logging.getLogger(__name__)
 
-#: (option, librdkafka property) of the TLS files; librdkafka loads them when a client is created.
-TLS_FILES = (("ssl_cafile", "ssl.ca.location"),
-             ("ssl_client_cert_file", "ssl.certificate.location"),
-             ("ssl_client_key_file", "ssl.key.location"))
 #: Values of ssl.ca.location that are not a path.
 _CA_KEYWORDS = ("probe",)
 #: Properties the check sets itself: no broker, and librdkafka's own warnings (consumer
@@ -44,15 +41,15 @@ def check_tls_files(conf: dict[str, Any], options: dict[str, str] | None = None)
     set by an option from one set through ``librdkafka_config``).
     """
     options = options or {}
-    for option, prop in TLS_FILES:
+    for option, prop in TLS_FILE_OPTIONS:
         path = conf.get(prop)
-        if not path or (prop == "ssl.ca.location" and str(path).lower() in _CA_KEYWORDS):
+        if not path or (prop == CA_FILE and str(path).lower() in _CA_KEYWORDS):
             continue
         path = str(path)
         source = option if options.get(prop) == path else f"librdkafka property {prop}"
         if not os.path.exists(path):
             raise ConfigurationError(f"Kafka TLS: {source} names {path!r}, which does not exist")
-        if prop == "ssl.ca.location" and os.path.isdir(path):
+        if prop == CA_FILE and os.path.isdir(path):
             continue  # a directory of CA certificates
         if not os.path.isfile(path):
             raise ConfigurationError(f"Kafka TLS: {source} names {path!r}, which is not a file")
@@ -63,7 +60,7 @@ def check_tls_files(conf: dict[str, Any], options: dict[str, str] | None = None)
 
 def option_files(opts: Any) -> dict[str, str]:
     """``{librdkafka property: value of its TLS option}`` for :func:`check_tls_files`."""
-    return {prop: getattr(opts, option) for option, prop in TLS_FILES if getattr(opts, option, None)}
+    return ssl_properties(opts)
 
 
 def check_clients(producer_conf: dict[str, Any], consumer_conf: dict[str, Any],

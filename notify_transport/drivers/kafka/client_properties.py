@@ -1,24 +1,43 @@
-"""librdkafka configuration dicts built from the ``[oslo_messaging_kafka]`` options.
+"""librdkafka configuration dicts built from the ``[oslo_messaging_kafka]`` options: the one builder.
 
 Kept free of any client object so that the mapping from oslo-style options to
-librdkafka properties can be unit tested without a broker. Order of
-precedence, lowest first: our defaults, the options (with the URL query
-already applied), then the escape-hatch dicts ``librdkafka_config`` and
-``producer_config`` / ``consumer_config``.
+librdkafka properties can be unit tested without a broker. Every client of
+the package (producers, listeners, readers, the AdminClient, the pipeline)
+gets its properties from :func:`client_config`. Order of precedence, lowest
+first: the connection (:func:`common_config`), the role's defaults, then the
+escape-hatch dicts ``librdkafka_config`` and ``producer_config`` /
+``consumer_config``.
 """
 from __future__ import annotations
 
 import logging
 import types
-from typing import Any
+import uuid
+from typing import Any, Mapping
 
 from notify_transport.exceptions import ConfigurationError
 from notify_transport.secrets import mask_properties as redact  # noqa: F401 - the clients' debug logs
 
 #: SASL mechanisms librdkafka supports; the option value is matched case-insensitively.
 SASL_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "GSSAPI", "OAUTHBEARER")
-COMPRESSION_CODECS = ("none", "gzip", "snappy", "lz4", "zstd")
+#: SASL mechanisms that log in with a user name and a password.
+PASSWORD_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
 DEFAULT_PORT = 9092
+
+#: The TLS properties librdkafka takes.
+CA_FILE = "ssl.ca.location"
+CERT_FILE = "ssl.certificate.location"
+KEY_FILE = "ssl.key.location"
+KEY_PASSWORD = "ssl.key.password"
+#: Each TLS option of ``[oslo_messaging_kafka]`` and the librdkafka property it sets: the one
+#: mapping (the clients, the file checks of :mod:`.client_check` and the pipeline use it).
+SSL_OPTIONS = (("ssl_cafile", CA_FILE), ("ssl_client_cert_file", CERT_FILE),
+               ("ssl_client_key_file", KEY_FILE), ("ssl_client_key_password", KEY_PASSWORD))
+#: The TLS options that name files librdkafka loads when a client is created.
+TLS_FILE_OPTIONS = tuple((option, prop) for option, prop in SSL_OPTIONS if prop != KEY_PASSWORD)
+
+#: Client roles of :func:`client_config`; each but the admin has an escape-hatch option.
+PRODUCER, CONSUMER, ADMIN = "producer", "consumer", "admin"
 
 #: librdkafka's own log lines go here (as the clients' ``logger``), not to stderr.
 RDKAFKA_LOG = logging.getLogger("notify_transport.drivers.kafka.librdkafka")
@@ -45,14 +64,22 @@ def sasl_credentials(url: Any, opts: types.SimpleNamespace) -> tuple[str | None,
     return (opts.sasl_username or None), (opts.sasl_password or None)
 
 
+def ssl_properties(opts: types.SimpleNamespace) -> dict[str, str]:
+    """``{librdkafka property: value}`` of the TLS options that are set."""
+    return {prop: getattr(opts, option) for option, prop in SSL_OPTIONS if getattr(opts, option, None)}
+
+
 def common_config(url: Any, opts: types.SimpleNamespace) -> dict[str, Any]:
-    """Properties every client (producer, consumer, admin) needs: brokers and security."""
+    """Properties every client (producer, consumer, admin) needs: brokers and security.
+
+    ``security_protocol`` is one of the option's ``choices`` (oslo.config checks it).
+    """
+    protocol = opts.security_protocol
     conf: dict[str, Any] = {
         "bootstrap.servers": bootstrap_servers(url),
-        "security.protocol": opts.security_protocol,
+        "security.protocol": protocol,
         "client.id": "notify-transport",
     }
-    protocol = opts.security_protocol.upper()
     if protocol.startswith("SASL"):
         mechanism = (opts.sasl_mechanism or "PLAIN").upper()
         if mechanism not in SASL_MECHANISMS:
@@ -61,7 +88,7 @@ def common_config(url: Any, opts: types.SimpleNamespace) -> dict[str, Any]:
                 f"expected one of {', '.join(SASL_MECHANISMS)}")
         conf["sasl.mechanism"] = mechanism
         username, password = sasl_credentials(url, opts)
-        if mechanism in ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"):
+        if mechanism in PASSWORD_MECHANISMS:
             if not username:
                 raise ConfigurationError(
                     f"security_protocol {protocol} with sasl_mechanism {mechanism} needs a user "
@@ -69,13 +96,23 @@ def common_config(url: Any, opts: types.SimpleNamespace) -> dict[str, Any]:
             conf["sasl.username"] = username
             conf["sasl.password"] = password or ""
     if protocol.endswith("SSL"):
-        for option, prop in (("ssl_cafile", "ssl.ca.location"),
-                             ("ssl_client_cert_file", "ssl.certificate.location"),
-                             ("ssl_client_key_file", "ssl.key.location"),
-                             ("ssl_client_key_password", "ssl.key.password")):
-            value = getattr(opts, option)
-            if value:
-                conf[prop] = value
+        conf.update(ssl_properties(opts))
+    return conf
+
+
+def client_config(url: Any, opts: types.SimpleNamespace, role: str,
+                  defaults: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """The properties of one client: :func:`common_config`, the role's ``defaults``, then
+    ``librdkafka_config`` and the role's escape hatch (``producer_config`` / ``consumer_config``).
+
+    With no ``defaults`` this is what every client of ``role`` on this
+    transport shares: the pipeline adds how it reads on top.
+    """
+    conf = common_config(url, opts)
+    conf.update(defaults or {})
+    conf.update(opts.librdkafka_config)
+    if role != ADMIN:
+        conf.update(getattr(opts, f"{role}_config"))
     return conf
 
 
@@ -96,21 +133,17 @@ def _python_types(conf: dict[str, Any]) -> dict[str, Any]:
 
 
 def producer_config(url: Any, opts: types.SimpleNamespace) -> dict[str, Any]:
-    """Producer properties: delivery guarantees, batching, compression."""
-    codec = opts.compression_codec
-    if codec not in COMPRESSION_CODECS:
-        raise ConfigurationError(f"Unsupported compression_codec {codec!r}; "
-                                 f"expected one of {', '.join(COMPRESSION_CODECS)}")
+    """Producer properties: delivery guarantees, batching, compression
+    (``compression_codec`` and ``producer_acks`` are checked by their options' ``choices``)."""
     idempotent = bool(opts.enable_idempotence)
     acks = opts.producer_acks
     if idempotent and acks != "all":
         raise ConfigurationError(f"enable_idempotence requires producer_acks=all (got {acks!r}); "
                                  "set enable_idempotence=false to use fewer acks")
-    conf = common_config(url, opts)
-    conf.update({
+    return _python_types(client_config(url, opts, PRODUCER, {
         "acks": acks,
         "enable.idempotence": idempotent,
-        "compression.codec": codec,
+        "compression.codec": opts.compression_codec,
         # oslo.messaging maps producer_batch_timeout to linger.ms too; its
         # default (0) falls back to producer_linger, see the option's help
         "linger.ms": (opts.producer_batch_timeout or opts.producer_linger) * 1000.0,
@@ -119,21 +152,21 @@ def producer_config(url: Any, opts: types.SimpleNamespace) -> dict[str, Any]:
         # failures are reported and counted; successes are what is neither failed
         # nor pending, which spares a Python callback per notification
         "delivery.report.only.error": True,
-    })
-    conf.update(opts.librdkafka_config)
-    conf.update(opts.producer_config)
-    return _python_types(conf)
+    }))
 
 
-def consumer_config(url: Any, opts: types.SimpleNamespace, group_id: str) -> dict[str, Any]:
-    """Consumer properties. Offsets are stored and committed by the listener, never implicitly."""
+def _group_timeouts(opts: types.SimpleNamespace) -> dict[str, int]:
     session_ms = int(opts.session_timeout * 1000)
     heartbeat_ms = int(opts.heartbeat_interval * 1000)
     if heartbeat_ms >= session_ms:
         raise ConfigurationError(f"heartbeat_interval ({opts.heartbeat_interval}s) must be "
                                  f"lower than session_timeout ({opts.session_timeout}s)")
-    conf = common_config(url, opts)
-    conf.update({
+    return {"session.timeout.ms": session_ms, "heartbeat.interval.ms": heartbeat_ms}
+
+
+def consumer_config(url: Any, opts: types.SimpleNamespace, group_id: str) -> dict[str, Any]:
+    """Consumer properties. Offsets are stored and committed by the listener, never implicitly."""
+    return client_config(url, opts, CONSUMER, {
         "group.id": group_id,
         "enable.auto.commit": bool(opts.enable_auto_commit),
         # the commit policy stores exactly the offsets it means to commit
@@ -144,19 +177,47 @@ def consumer_config(url: Any, opts: types.SimpleNamespace, group_id: str) -> dic
         # listener is still busy with what it has (see prefetch_messages)
         "queued.min.messages": opts.prefetch_messages,
         "fetch.queue.backoff.ms": int(round(opts.prefetch_backoff * 1000)),
-        "session.timeout.ms": session_ms,
-        "heartbeat.interval.ms": heartbeat_ms,
+        **_group_timeouts(opts),
         "enable.partition.eof": False,
         # spreads several single-partition topics over the pool's listeners
         "partition.assignment.strategy": "roundrobin",
     })
-    conf.update(opts.librdkafka_config)
-    conf.update(opts.consumer_config)
+
+
+def reader_config(url: Any, opts: types.SimpleNamespace) -> dict[str, Any]:
+    """Consumer properties for reading without a group (:mod:`.reader`): never commits.
+
+    ``group.id`` is set because the client requires one, but a reader never
+    subscribes or commits, so no group is ever joined.
+    """
+    conf = client_config(url, opts, CONSUMER, {
+        "group.id": f"notify-transport-reader-{uuid.uuid4().hex[:8]}",
+        "enable.auto.commit": False,
+        "enable.auto.offset.store": False,
+        "auto.offset.reset": "earliest",
+        "max.partition.fetch.bytes": opts.kafka_max_fetch_bytes,
+        # unused without a group, but the escape hatch may hold settings checked against them
+        **_group_timeouts(opts),
+    })
+    conf["enable.auto.commit"] = False
     return conf
 
 
 def admin_config(url: Any, opts: types.SimpleNamespace) -> dict[str, Any]:
     """AdminClient properties (topic creation)."""
-    conf = common_config(url, opts)
-    conf.update(opts.librdkafka_config)
-    return conf
+    return client_config(url, opts, ADMIN)
+
+
+#: Properties only a consumer takes (librdkafka's CONFIGURATION.md marks them ``C``).
+_CONSUMER_ONLY_PREFIXES = ("group.", "fetch.", "queued.", "enable.auto.", "auto.", "isolation.",
+                           "offset.store.", "coordinator.")
+_CONSUMER_ONLY = frozenset({"partition.assignment.strategy", "session.timeout.ms", "heartbeat.interval.ms",
+                            "max.poll.interval.ms", "max.partition.fetch.bytes", "enable.partition.eof",
+                            "check.crcs", "consume.callback.max.messages", "on_commit"})
+
+
+def admin_properties(conf: Mapping[str, Any]) -> dict[str, Any]:
+    """A consumer's properties made fit for an AdminClient: the consumer-only ones removed."""
+    return {k: v for k, v in conf.items()
+            if k not in _CONSUMER_ONLY and not k.startswith(_CONSUMER_ONLY_PREFIXES)}
+

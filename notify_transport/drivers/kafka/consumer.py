@@ -29,8 +29,7 @@ import time
 from typing import Any, Callable, cast
 
 import confluent_kafka
-from confluent_kafka import (OFFSET_BEGINNING, OFFSET_END, KafkaError, KafkaException, Message,
-                             TopicPartition)
+from confluent_kafka import KafkaError, KafkaException, Message, TopicPartition
 
 from notify_transport.drivers.base import IncomingMessage, Listener
 from notify_transport.drivers.envelope import decode_notification
@@ -40,7 +39,7 @@ from notify_transport.drivers.kafka.client_properties import RDKAFKA_LOG, redact
 from notify_transport.drivers.kafka.delivery.counters import DeliveryCounters
 from notify_transport.drivers.kafka.delivery.deadletter import SideProducer
 from notify_transport.drivers.kafka.message import ConsumedRecord, KafkaMessage
-from notify_transport.drivers.kafka.positions import resolve_offsets
+from notify_transport.drivers.kafka.positions import EARLIEST, LATEST, StartPosition, resolve_offsets
 from notify_transport.drivers.kafka.reporting import RateLimitedLog
 from notify_transport.drivers.kafka.delivery.retry import DelayGate
 from notify_transport.drivers.kafka.delivery.settings import ListenerSettings
@@ -238,31 +237,25 @@ class KafkaListener(Listener):
         first = [tp for tp in committed if tp.topic in self.topics
                  and (tp.topic, tp.partition) not in self._positioned]
         if first and position.overrides_committed:
-            wanted = {(tp.topic, tp.partition): tp.offset
-                      for tp in resolve_offsets(consumer, first, position, self._op_timeout)}
-            for tp in first:
-                tp.offset = wanted[(tp.topic, tp.partition)]
-            consumer.commit(offsets=[TopicPartition(tp.topic, tp.partition, tp.offset) for tp in first],
-                            asynchronous=False)
+            self._commit_start(consumer, first, position)
             LOG.info("%s: start_position %s: reading %s", self.name, position, _format(first))
         self._positioned.update((tp.topic, tp.partition) for tp in first)
         fresh = [tp for tp in committed if tp.offset < 0]
         if fresh:
-            spec = OFFSET_BEGINNING if self._earliest else OFFSET_END
-            query = [TopicPartition(tp.topic, tp.partition, spec) for tp in fresh]
-            resolved = {(tp.topic, tp.partition): tp
-                        for tp in consumer.offsets_for_times(query, timeout=self._op_timeout)}
-            for tp in fresh:
-                found = resolved.get((tp.topic, tp.partition))
-                if found is None or found.error is not None or found.offset < 0:
-                    raise KafkaListenerError(f"no {('start' if self._earliest else 'end')} offset "
-                                             f"for {tp.topic}[{tp.partition}]: "
-                                             f"{found.error if found is not None else 'missing'}")
-                tp.offset = found.offset
-            consumer.commit(offsets=[TopicPartition(tp.topic, tp.partition, tp.offset) for tp in fresh],
-                            asynchronous=False)
+            self._commit_start(consumer, fresh, StartPosition(EARLIEST if self._earliest else LATEST))
             LOG.debug("%s: first reader of %s; committed start positions", self.name, _format(fresh))
         return committed
+
+    def _commit_start(self, consumer: confluent_kafka.Consumer, partitions: list[TopicPartition],
+                      position: StartPosition) -> None:
+        """Move ``partitions`` to where ``position`` starts (resolved by :mod:`.positions`) and
+        commit that, so that the whole pool reads from there."""
+        wanted = {(tp.topic, tp.partition): tp.offset
+                  for tp in resolve_offsets(consumer, partitions, position, self._op_timeout)}
+        for tp in partitions:
+            tp.offset = wanted[(tp.topic, tp.partition)]
+        consumer.commit(offsets=[TopicPartition(tp.topic, tp.partition, tp.offset) for tp in partitions],
+                        asynchronous=False)
 
     def _on_revoke(self, consumer: confluent_kafka.Consumer, partitions: list[TopicPartition]) -> None:
         self._give_up(partitions, lost=False)

@@ -37,7 +37,7 @@ from notify_transport.drivers.kafka.naming import SendTopics, kafka_topic, valid
 from notify_transport.drivers.kafka.options import GROUP, all_opts, listener_start_timeout
 from notify_transport.drivers.kafka.positions import StartPosition, parse_start_position
 from notify_transport.drivers.kafka.producer import NotificationProducer
-from notify_transport.drivers.kafka.reader import MergedIterator, PartitionConsumer, reader_config, \
+from notify_transport.drivers.kafka.reader import MergedIterator, PartitionConsumer, Reader, reader_config, \
     read_topic
 from notify_transport.drivers.kafka.delivery.retry import Requeuer
 from notify_transport.drivers.kafka.delivery.settings import EXTRA_KEYWORDS, OPTION_NAMES, listener_settings
@@ -191,6 +191,10 @@ class KafkaDriver(BaseDriver):
         e.g. from :meth:`kafka_topics`), with ``seek()`` and ``latest_message_id()``."""
         return PartitionConsumer(reader_config(self.url, self.opts), topic, partition,
                                  parse_start_position(start), name=f"reader {topic}[{partition}]")
+
+    def reader(self, name: str = "reader") -> Reader:
+        """A :class:`~notify_transport.kafka.Reader`: many partitions, one client, no consumer group."""
+        return Reader(reader_config(self.url, self.opts), name, timeout=self._admin.timeout)
 
     def read_topic(self, topic: str, start: StartPosition | Any = "earliest",
                    until_end: bool = True, buffer: int = 1000) -> MergedIterator:

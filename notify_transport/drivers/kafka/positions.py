@@ -3,8 +3,9 @@
 A :class:`MessageId` names one record, ``(topic, partition, offset)``, as
 Milvus's stream interface does. A :class:`StartPosition` says where a listener
 or a reader starts: the pool's committed offset (listeners only), the
-earliest or the latest offset, a given offset, or the first record at or
-after a time. :func:`resolve_offsets` turns one into concrete offsets with
+earliest or the latest offset, a given offset, the last N records, or the
+first record at or after a time. :func:`start_offset` places one in a
+partition's range; :func:`resolve_offsets` turns one into concrete offsets with
 Kafka's ListOffsets request (``offsets_for_times``; the timestamps ``-2`` and
 ``-1`` mean earliest and latest in the protocol), so no broker's high
 watermark report is trusted.
@@ -25,7 +26,8 @@ EARLIEST = "earliest"
 LATEST = "latest"
 OFFSET = "offset"
 TIMESTAMP = "timestamp"
-KINDS = (COMMITTED, EARLIEST, LATEST, OFFSET, TIMESTAMP)
+LAST = "last"
+KINDS = (COMMITTED, EARLIEST, LATEST, OFFSET, TIMESTAMP, LAST)
 
 
 class MessageId(NamedTuple):
@@ -43,8 +45,9 @@ class MessageId(NamedTuple):
 class StartPosition:
     """Where to start reading a partition.
 
-    ``kind`` is one of :data:`KINDS`; ``value`` is the offset (``offset``) or
-    the time in seconds since the epoch (``timestamp``), else None.
+    ``kind`` is one of :data:`KINDS`; ``value`` is the offset (``offset``),
+    the time in seconds since the epoch (``timestamp``) or how many records
+    before the end (``last``), else None.
     """
 
     kind: str = COMMITTED
@@ -56,8 +59,8 @@ class StartPosition:
         return self.kind != COMMITTED
 
     def __str__(self) -> str:
-        if self.kind == OFFSET:
-            return f"offset:{self.value}"
+        if self.kind in (OFFSET, LAST):
+            return f"{self.kind}:{self.value}"
         if self.kind == TIMESTAMP:
             stamp = datetime.datetime.fromtimestamp(float(self.value or 0), datetime.timezone.utc)
             return f"time:{stamp.isoformat()}"
@@ -116,8 +119,8 @@ def _parse_time(text: str, original: Any) -> float:
                                  f"expected {TIME_HELP}") from None
 
 
-def _list_offsets(consumer: Any, partitions: list[TopicPartition], spec: int,
-                  timeout: float) -> dict[tuple[str, int], int]:
+def list_offsets(consumer: Any, partitions: list[TopicPartition], spec: int,
+                 timeout: float) -> dict[tuple[str, int], int]:
     """ListOffsets for ``spec`` (a time in ms, or OFFSET_BEGINNING / OFFSET_END)."""
     query = [TopicPartition(tp.topic, tp.partition, spec) for tp in partitions]
     try:
@@ -133,36 +136,55 @@ def _list_offsets(consumer: Any, partitions: list[TopicPartition], spec: int,
     return out
 
 
+def start_offset(position: StartPosition, low: int, high: int, at_time: int = -1) -> int:
+    """The offset where ``position`` starts in a partition holding ``[low, high)``.
+
+    An offset outside the range is clamped into it; ``at_time`` is the
+    ListOffsets answer for a ``timestamp`` (-1: nothing that recent, so the end).
+    """
+    if position.kind == COMMITTED:
+        raise ValueError("the committed position is the consumer group's to resolve")
+    if position.kind == EARLIEST:
+        return low
+    if position.kind == LATEST:
+        return high
+    if position.kind == LAST:
+        return max(low, high - int(position.value or 0))
+    if position.kind == TIMESTAMP:
+        return high if at_time < 0 else min(max(at_time, low), high)
+    return min(max(int(position.value or 0), low), high)
+
+
 def resolve_offsets(consumer: Any, partitions: list[TopicPartition], position: StartPosition,
                     timeout: float = 10.0,
-                    offsets: Mapping[tuple[str, int], int] | None = None) -> list[TopicPartition]:
-    """Concrete offsets where ``partitions`` start for ``position`` (not ``committed``).
+                    offsets: Mapping[tuple[str, int], int] | None = None,
+                    ends: Mapping[tuple[str, int], int] | None = None) -> list[TopicPartition]:
+    """Concrete offsets where ``partitions`` start for ``position`` (not ``committed``), by
+    :func:`start_offset` on what ListOffsets answers.
 
-    An offset outside the partition's range is clamped into it; a time after
-    the last record gives the end of the partition. ``offsets`` may give an
-    offset per ``(topic, partition)`` instead of ``position.value``.
+    ``offsets`` may give an offset per ``(topic, partition)`` instead of
+    ``position.value``; ``ends``, the end offsets the caller already listed.
     """
     if not partitions:
         return []
     if position.kind == COMMITTED:
         raise ValueError("the committed position is the consumer group's to resolve")
-    ends = _list_offsets(consumer, partitions, OFFSET_END, timeout)
-    if position.kind == LATEST:
-        wanted = ends
-    else:
-        starts = _list_offsets(consumer, partitions, OFFSET_BEGINNING, timeout)
-        if position.kind == EARLIEST:
-            wanted = starts
-        elif position.kind == TIMESTAMP:
-            at = _list_offsets(consumer, partitions, int(float(position.value or 0) * 1000), timeout)
-            wanted = {key: (offset if offset >= 0 else ends[key]) for key, offset in at.items()}
-        else:
-            wanted = {}
-            for key in starts:
-                target = int(offsets[key]) if offsets and key in offsets else int(position.value or 0)
-                wanted[key] = min(max(target, starts[key]), ends[key])
-    return [TopicPartition(tp.topic, tp.partition, wanted[(tp.topic, tp.partition)])
-            for tp in partitions]
+    keys = [(tp.topic, tp.partition) for tp in partitions]
+    if position.kind == EARLIEST:
+        starts = list_offsets(consumer, partitions, OFFSET_BEGINNING, timeout)
+        return [TopicPartition(t, p, starts[(t, p)]) for t, p in keys]
+    if ends is None or any(key not in ends for key in keys):
+        ends = list_offsets(consumer, partitions, OFFSET_END, timeout)
+    starts = {} if position.kind == LATEST else list_offsets(consumer, partitions, OFFSET_BEGINNING, timeout)
+    at = (list_offsets(consumer, partitions, int(float(position.value or 0) * 1000), timeout)
+          if position.kind == TIMESTAMP else {})
+    out = []
+    for key in keys:
+        wanted = (StartPosition(OFFSET, offsets[key]) if position.kind == OFFSET and offsets and key in offsets
+                  else position)
+        out.append(TopicPartition(key[0], key[1], start_offset(wanted, starts.get(key, 0), ends[key],
+                                                               at.get(key, -1))))
+    return out
 
 
 def _names(partitions: list[TopicPartition]) -> str:

@@ -1,5 +1,8 @@
-"""Reading a topic from a position without a consumer group.
+"""Reading Kafka from a position without a consumer group: the one reader.
 
+* :class:`Reader`: several partitions read by one client, each from its own
+  offset and, if given, up to an end offset; partitions can be added while
+  reading. ``notify-transport tail`` follows topics with it.
 * :class:`PartitionConsumer` (Milvus's stream consumer): one partition,
   assigned, never committed; ``receive()``, ``seek(message_id, inclusive)``,
   ``latest_message_id()``.
@@ -9,8 +12,11 @@
 * :class:`MergedIterator`: several iterators composed into one that yields
   what any of them read, in arrival order (per partition, offset order).
 
-Closing an iterator stops and joins its thread and closes its client (and
-with it librdkafka's own threads): nothing is left running.
+Partitions are assigned, never subscribed: no group is joined, nothing is
+committed, nothing is left behind on the brokers. Where reading starts is
+resolved by :mod:`.positions`. Closing a reader closes its client (and with
+it librdkafka's own threads); closing an iterator also stops and joins its
+thread: nothing is left running.
 """
 from __future__ import annotations
 
@@ -19,48 +25,32 @@ import logging
 import queue
 import threading
 import time
-import uuid
-from typing import Any, Iterable, Iterator, cast
+from typing import Any, Callable, Iterable, Iterator, Mapping, TypeVar, cast
 
 import confluent_kafka
-from confluent_kafka import OFFSET_BEGINNING, OFFSET_END, KafkaError, KafkaException, TopicPartition
+from confluent_kafka import OFFSET_END, KafkaError, KafkaException, TopicPartition
 
-from notify_transport.drivers.kafka.client_properties import RDKAFKA_LOG
 from notify_transport.drivers.kafka import client_properties
+from notify_transport.drivers.kafka.client_properties import RDKAFKA_LOG
 from notify_transport.drivers.kafka.message import ConsumedRecord
-from notify_transport.drivers.kafka.positions import (COMMITTED, LATEST, MessageId, StartPosition,
-                                                      resolve_offsets)
+from notify_transport.drivers.kafka.positions import (COMMITTED, EARLIEST, LATEST, MessageId, StartPosition,
+                                                      list_offsets, resolve_offsets)
 from notify_transport.exceptions import ConfigurationError, MessagingException
 
 LOG = logging.getLogger(__name__)
 
+_Self = TypeVar("_Self", bound="_Closing")
+#: A partition: ``(topic, partition)``.
+Partition = tuple[str, int]
+
 #: Longest wait of one fetch, so that close() is noticed quickly.
 _FETCH_SLICE = 0.1
 _END = object()
+#: Record errors that mean the partition cannot be read (raised unless the reader has ``on_error``).
+_MISSING = (KafkaError.UNKNOWN_TOPIC_OR_PART, KafkaError._UNKNOWN_PARTITION)
 
-
-def reader_config(url: Any, opts: Any) -> dict[str, Any]:
-    """Consumer properties for reading without a group: brokers, security and escape hatches.
-
-    ``group.id`` is set because the client requires one, but the reader never
-    subscribes or commits, so no group is ever joined.
-    """
-    conf = client_properties.common_config(url, opts)
-    conf.update({
-        "group.id": f"notify-transport-reader-{uuid.uuid4().hex[:8]}",
-        "enable.auto.commit": False,
-        "enable.auto.offset.store": False,
-        "enable.partition.eof": False,
-        "auto.offset.reset": "earliest",
-        "max.partition.fetch.bytes": opts.kafka_max_fetch_bytes,
-        # unused without a group, but the escape hatch may hold settings checked against them
-        "session.timeout.ms": int(opts.session_timeout * 1000),
-        "heartbeat.interval.ms": int(opts.heartbeat_interval * 1000),
-    })
-    conf.update(opts.librdkafka_config)
-    conf.update(opts.consumer_config)
-    conf["enable.auto.commit"] = False
-    return conf
+#: Consumer properties of a reader (the one builder's, kept importable from here).
+reader_config = client_properties.reader_config
 
 
 @dataclasses.dataclass(frozen=True)
@@ -86,97 +76,207 @@ def _record(msg: ConsumedRecord) -> Record:
                   tuple(msg.headers() or ()), millis / 1000.0 if kind else None)
 
 
-class PartitionConsumer:
-    """One partition of one topic, read from a position; see the module docstring."""
+class _Closing:
+    """``with`` closes it."""
 
-    def __init__(self, config: dict[str, Any], topic: str, partition: int = 0,
-                 start: StartPosition = StartPosition(LATEST), name: str = "reader",
-                 timeout: float = 10.0) -> None:
-        if start.kind == COMMITTED:
-            raise ConfigurationError("a reader has no consumer group, hence no committed offset: "
-                                     "start it at earliest, latest, an offset or a time")
-        self.topic = topic
-        self.partition = partition
+    def close(self) -> None:
+        raise NotImplementedError
+
+    def __enter__(self: _Self) -> _Self:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+
+class _Records(_Closing):
+    """Iterating calls ``next()`` until a record comes, or the iterator was stopped."""
+
+    def next(self, timeout: float | None = None) -> Record | None:
+        raise NotImplementedError
+
+    def _stopped(self) -> bool:
+        return False
+
+    def __iter__(self) -> Iterator[Record]:
+        return self
+
+    def __next__(self) -> Record:
+        while True:
+            record = self.next(_FETCH_SLICE)
+            if record is not None:
+                return record
+            if self._stopped():
+                raise StopIteration
+
+
+def _partitions(partitions: Iterable[Partition]) -> list[TopicPartition]:
+    return [TopicPartition(topic, partition) for topic, partition in partitions]
+
+
+class Reader(_Closing):
+    """Partitions read by one client without a consumer group, each from its own offset.
+
+    :meth:`open` (or :meth:`assign` with explicit offsets) adds partitions or
+    moves them. A partition given an end offset is finished once read up to
+    it, or once the broker reports its end (librdkafka's partition EOF);
+    records at or past the end are not returned, and :attr:`finished` says
+    when every partition is done. :meth:`receive` returns what arrived, in
+    offset order per partition.
+
+    ``error_cb`` gets the client's errors (brokers down, ...); ``on_error``
+    the record errors that are not fatal (default: a topic or partition that
+    does not exist is raised, the rest logged). Fatal errors are raised as
+    :class:`~notify_transport.exceptions.MessagingException`. ``logger`` gets librdkafka's own log lines.
+    """
+
+    def __init__(self, config: Mapping[str, Any], name: str = "reader", timeout: float = 10.0,
+                 error_cb: Callable[[KafkaError], None] | None = None,
+                 on_error: Callable[[KafkaError], None] | None = None,
+                 logger: logging.Logger = RDKAFKA_LOG) -> None:
         self.name = name
         self.timeout = timeout
-        config = dict(config)
-        config["logger"] = RDKAFKA_LOG
+        self._on_error = on_error
+        conf = dict(config)
+        conf["logger"] = logger
+        conf["enable.partition.eof"] = True
+        if error_cb is not None:
+            conf["error_cb"] = error_cb
         try:
-            self._consumer: confluent_kafka.Consumer | None = confluent_kafka.Consumer(config)
+            self._consumer: confluent_kafka.Consumer | None = confluent_kafka.Consumer(conf)
         except (KafkaException, ValueError, TypeError) as exc:
             raise MessagingException(f"{name}: cannot create the consumer: {exc}") from None
-        try:
-            self._position = resolve_offsets(self._consumer, [TopicPartition(topic, partition)],
-                                             start, timeout)[0].offset
-            self._assign(self._position)
-        except BaseException:
-            self.close()
-            raise
+        #: the offset of the next record of each partition
+        self.positions: dict[Partition, int] = {}
+        #: where partitions given an end are finished
+        self.ends: dict[Partition, int] = {}
+        self._at_eof: set[Partition] = set()
 
     def __repr__(self) -> str:
-        return f"<PartitionConsumer {self.topic}[{self.partition}]@{self._position}>"
+        return f"<Reader {self.name} {len(self.positions)} partition(s)>"
 
     def _client(self) -> confluent_kafka.Consumer:
         if self._consumer is None:
             raise MessagingException(f"{self.name} is closed")
         return self._consumer
 
-    def _assign(self, offset: int) -> None:
-        # assign() replaces the position and drops what was fetched: a seek that always works
-        self._client().assign([TopicPartition(self.topic, self.partition, offset)])
-        self._position = offset
+    # -- where -------------------------------------------------------------------
+    def partitions_of(self, topics: Iterable[str], timeout: float | None = None
+                      ) -> tuple[list[Partition], list[str]]:
+        """The partitions of those of ``topics`` that exist, and the names of the others."""
+        try:
+            metadata = self._client().list_topics(timeout=self.timeout if timeout is None else timeout)
+        except KafkaException as exc:
+            raise MessagingException(f"{self.name}: cannot read the topics' metadata: "
+                                     f"{exc.args[0].str()}") from None
+        found: list[Partition] = []
+        missing: list[str] = []
+        for name in topics:
+            topic = metadata.topics.get(name)
+            if topic is None or topic.error is not None or not topic.partitions:
+                missing.append(name)
+            else:
+                found.extend((name, p) for p in sorted(topic.partitions))
+        return found, missing
+
+    def resolve(self, partitions: Iterable[Partition], start: StartPosition,
+                ends: Mapping[Partition, int] | None = None) -> dict[Partition, int]:
+        """The offset each of ``partitions`` starts at for ``start`` (see :mod:`.positions`)."""
+        if start.kind == COMMITTED:
+            raise ConfigurationError("a reader has no consumer group, hence no committed offset: "
+                                     "start it at earliest, latest, an offset or a time")
+        found = resolve_offsets(self._client(), _partitions(partitions), start, self.timeout, ends=ends)
+        return {(tp.topic, tp.partition): tp.offset for tp in found}
+
+    def end_offsets(self, partitions: Iterable[Partition]) -> dict[Partition, int]:
+        """The offset the next record written to each partition will get."""
+        return list_offsets(self._client(), _partitions(partitions), OFFSET_END, self.timeout)
+
+    def open(self, partitions: Iterable[Partition], start: StartPosition,
+             until_end: bool = False) -> dict[Partition, int]:
+        """Read ``partitions`` too, from ``start``; with ``until_end``, up to the end each has now.
+        Returns the start offsets."""
+        partitions = list(partitions)
+        if not partitions:
+            return {}
+        ends = self.end_offsets(partitions) if until_end else None
+        starts = self.resolve(partitions, start, ends)
+        self.assign(starts, ends)
+        return starts
+
+    def assign(self, starts: Mapping[Partition, int], ends: Mapping[Partition, int] | None = None) -> None:
+        """Read each partition of ``starts`` from its offset (the others keep their positions);
+        ``ends``: where partitions are finished."""
+        for tp, offset in starts.items():
+            if offset < 0:
+                raise ConfigurationError(f"cannot read {tp[0]}[{tp[1]}] from offset {offset}")
+            self.positions[tp] = offset
+            self._at_eof.discard(tp)
+        self.ends.update((tp, end) for tp, end in (ends or {}).items() if tp in starts)
+        # assign() replaces every position and drops what was fetched: a seek that always works
+        self._client().assign([TopicPartition(t, p, offset) for (t, p), offset in self.positions.items()])
 
     @property
-    def position(self) -> int:
-        """Offset of the next record :meth:`receive` returns."""
-        return self._position
+    def assigned(self) -> set[Partition]:
+        return set(self.positions)
 
-    def seek(self, message_id: MessageId, inclusive: bool = True) -> None:
-        """Read next from ``message_id`` (``inclusive``) or from the record after it."""
-        if (message_id.topic, message_id.partition) != (self.topic, self.partition):
-            raise ConfigurationError(f"{self.name} reads {self.topic}[{self.partition}], "
-                                     f"not {message_id.topic}[{message_id.partition}]")
-        if message_id.offset < 0:
-            raise ConfigurationError(f"cannot seek to a negative offset ({message_id})")
-        self._assign(message_id.offset if inclusive else message_id.offset + 1)
+    def done(self, tp: Partition) -> bool:
+        """Whether partition ``tp`` has an end and was read up to it (or reported at its end)."""
+        end = self.ends.get(tp)
+        return end is not None and (tp in self._at_eof or self.positions.get(tp, 0) >= end)
 
-    def _list(self, spec: int) -> int:
-        found = self._client().offsets_for_times([TopicPartition(self.topic, self.partition, spec)],
-                                                 timeout=self.timeout)[0]
-        if found.error is not None:
-            raise MessagingException(f"{self.name}: cannot list offsets: {found.error}")
-        return found.offset
+    @property
+    def finished(self) -> bool:
+        """Every partition has an end and is :meth:`done`."""
+        return bool(self.positions) and all(self.done(tp) for tp in self.positions)
 
-    def end_offset(self) -> int:
-        """Offset the next record written to the partition will get."""
-        return self._list(OFFSET_END)
-
-    def latest_message_id(self) -> MessageId | None:
-        """The last record written to the partition, None when the partition holds none."""
-        end = self.end_offset()
-        if end <= self._list(OFFSET_BEGINNING):
-            return None
-        return MessageId(self.topic, self.partition, end - 1)
-
-    def receive(self, timeout: float | None = None) -> Record | None:
-        """The next record, or None when none arrived within ``timeout`` seconds."""
+    # -- reading -----------------------------------------------------------------
+    def receive(self, max_records: int = 500, timeout: float | None = None) -> list[Record]:
+        """What arrived, up to ``max_records``; empty when nothing within ``timeout`` seconds
+        (None: wait until something arrives)."""
         consumer = self._client()
         deadline = None if timeout is None else time.monotonic() + timeout
         while True:
-            left = _FETCH_SLICE if deadline is None else min(_FETCH_SLICE, deadline - time.monotonic())
-            msg = consumer.poll(max(0.0, left))
-            if msg is not None:
+            left = _FETCH_SLICE if deadline is None else max(0.0, min(_FETCH_SLICE, deadline - time.monotonic()))
+            try:
+                messages = consumer.consume(max(1, max_records), left)
+            except KafkaException as exc:
+                raise MessagingException(f"{self.name}: {exc.args[0].str() if exc.args else exc}") from None
+            out: list[Record] = []
+            for msg in messages:
                 err = msg.error()
-                if err is None:
-                    record = cast(ConsumedRecord, msg)  # no error: topic, partition, offset are set
-                    self._position = record.offset() + 1
-                    return _record(record)
-                if err.fatal() or err.code() in (KafkaError.UNKNOWN_TOPIC_OR_PART,
-                                                 KafkaError._UNKNOWN_PARTITION):
-                    raise MessagingException(f"{self.name}: {err.str()}")
-                LOG.warning("%s: %s", self.name, err.str())
-            if deadline is not None and time.monotonic() >= deadline:
-                return None
+                if err is not None:
+                    self._event(msg, err)
+                    continue
+                record = cast(ConsumedRecord, msg)  # no error: topic, partition, offset are set
+                tp = (record.topic(), record.partition())
+                end = self.ends.get(tp)
+                if tp not in self.positions or (end is not None and record.offset() >= end):
+                    continue  # not ours any more, or past its end
+                self.positions[tp] = record.offset() + 1
+                self._at_eof.discard(tp)
+                out.append(_record(record))
+            if out or (deadline is not None and time.monotonic() >= deadline):
+                return out
+
+    def _event(self, msg: confluent_kafka.Message, err: KafkaError) -> None:
+        """A partition's end, or an error."""
+        if err.code() == KafkaError._PARTITION_EOF:
+            tp = (msg.topic() or "", msg.partition() or 0)
+            if tp in self.positions:
+                self._at_eof.add(tp)
+                eof = msg.offset()  # where the partition ends now: past any gap (transaction markers)
+                if eof is not None and eof > self.positions[tp]:
+                    self.positions[tp] = eof
+            return
+        if err.fatal():
+            raise MessagingException(f"{self.name}: {err.str()}")
+        if self._on_error is not None:
+            self._on_error(err)
+        elif err.code() in _MISSING:
+            raise MessagingException(f"{self.name}: {err.str()}")
+        else:
+            LOG.warning("%s: %s", self.name, err.str())
 
     def close(self) -> None:
         consumer, self._consumer = self._consumer, None
@@ -186,14 +286,63 @@ class PartitionConsumer:
             except (KafkaException, RuntimeError) as exc:
                 LOG.debug("%s: close: %s", self.name, exc)
 
-    def __enter__(self) -> "PartitionConsumer":
-        return self
 
-    def __exit__(self, *exc: Any) -> None:
-        self.close()
+class PartitionConsumer(_Closing):
+    """One partition of one topic, read from a position; see the module docstring."""
+
+    def __init__(self, config: dict[str, Any], topic: str, partition: int = 0,
+                 start: StartPosition = StartPosition(LATEST), name: str = "reader",
+                 timeout: float = 10.0) -> None:
+        self.topic = topic
+        self.partition = partition
+        self.name = name
+        self.timeout = timeout
+        self._tp = (topic, partition)
+        self._reader = Reader(config, name, timeout)
+        try:
+            self._reader.open([self._tp], start)
+        except BaseException:
+            self.close()
+            raise
+
+    def __repr__(self) -> str:
+        return f"<PartitionConsumer {self.topic}[{self.partition}]@{self.position}>"
+
+    @property
+    def position(self) -> int:
+        """Offset of the next record :meth:`receive` returns."""
+        return self._reader.positions.get(self._tp, -1)
+
+    def seek(self, message_id: MessageId, inclusive: bool = True) -> None:
+        """Read next from ``message_id`` (``inclusive``) or from the record after it."""
+        if (message_id.topic, message_id.partition) != self._tp:
+            raise ConfigurationError(f"{self.name} reads {self.topic}[{self.partition}], "
+                                     f"not {message_id.topic}[{message_id.partition}]")
+        if message_id.offset < 0:
+            raise ConfigurationError(f"cannot seek to a negative offset ({message_id})")
+        self._reader.assign({self._tp: message_id.offset if inclusive else message_id.offset + 1})
+
+    def end_offset(self) -> int:
+        """Offset the next record written to the partition will get."""
+        return self._reader.end_offsets([self._tp])[self._tp]
+
+    def latest_message_id(self) -> MessageId | None:
+        """The last record written to the partition, None when the partition holds none."""
+        end = self.end_offset()
+        if end <= self._reader.resolve([self._tp], StartPosition(EARLIEST))[self._tp]:
+            return None
+        return MessageId(self.topic, self.partition, end - 1)
+
+    def receive(self, timeout: float | None = None) -> Record | None:
+        """The next record, or None when none arrived within ``timeout`` seconds."""
+        records = self._reader.receive(1, timeout)
+        return records[0] if records else None
+
+    def close(self) -> None:
+        self._reader.close()
 
 
-class PartitionIterator:
+class PartitionIterator(_Records):
     """Iterates over one partition; see the module docstring.
 
     ``until_end``: stop at the end offset the partition had when iteration
@@ -267,16 +416,8 @@ class PartitionIterator:
             raise item
         return item
 
-    def __iter__(self) -> Iterator[Record]:
-        return self
-
-    def __next__(self) -> Record:
-        while True:
-            record = self.next(_FETCH_SLICE)
-            if record is not None:
-                return record
-            if self._stop.is_set():
-                raise StopIteration
+    def _stopped(self) -> bool:
+        return self._stop.is_set()
 
     @property
     def alive(self) -> bool:
@@ -294,14 +435,8 @@ class PartitionIterator:
                 return  # the thread still uses the client
         self.consumer.close()
 
-    def __enter__(self) -> "PartitionIterator":
-        return self
 
-    def __exit__(self, *exc: Any) -> None:
-        self.close()
-
-
-class MergedIterator:
+class MergedIterator(_Records):
     """Yields what any of its iterators read; finishes when all have finished."""
 
     def __init__(self, iterators: Iterable[PartitionIterator], buffer: int = 1000) -> None:
@@ -328,27 +463,12 @@ class MergedIterator:
                 self._running.discard(source)
         raise StopIteration
 
-    def __iter__(self) -> Iterator[Record]:
-        return self
-
-    def __next__(self) -> Record:
-        while True:
-            record = self.next(_FETCH_SLICE)
-            if record is not None:
-                return record
-
     def close(self, timeout: float = 5.0) -> None:
         for iterator in self.iterators:
             iterator._stop.set()
         for iterator in self.iterators:
             iterator.close(timeout)
         self._running.clear()
-
-    def __enter__(self) -> "MergedIterator":
-        return self
-
-    def __exit__(self, *exc: Any) -> None:
-        self.close()
 
 
 def merge(iterators: Iterable[PartitionIterator], buffer: int = 1000) -> MergedIterator:
@@ -358,21 +478,11 @@ def merge(iterators: Iterable[PartitionIterator], buffer: int = 1000) -> MergedI
 
 def partitions_of(config: dict[str, Any], topic: str, timeout: float = 10.0) -> list[int]:
     """Partition numbers of ``topic``; raises when the topic does not exist."""
-    config = dict(config)
-    config["logger"] = RDKAFKA_LOG
-    consumer = confluent_kafka.Consumer(config)
-    try:
-        metadata = consumer.list_topics(topic, timeout=timeout)
-    except KafkaException as exc:
-        raise MessagingException(f"cannot read the metadata of topic {topic}: "
-                                 f"{exc.args[0].str()}") from None
-    finally:
-        consumer.close()
-    found = metadata.topics.get(topic)
-    if found is None or found.error is not None or not found.partitions:
-        raise MessagingException(f"topic {topic} does not exist"
-                                 + (f" ({found.error})" if found is not None and found.error else ""))
-    return sorted(found.partitions)
+    with Reader(config, f"reader {topic}", timeout) as reader:
+        found, missing = reader.partitions_of([topic])
+    if missing:
+        raise MessagingException(f"topic {topic} does not exist")
+    return [partition for _, partition in found]
 
 
 def read_topic(config: dict[str, Any], topic: str, start: StartPosition, until_end: bool = True,

@@ -26,6 +26,7 @@ from typing import Any
 
 from notify_transport.drivers import envelope
 from notify_transport.drivers.base import IncomingMessage, Listener
+from notify_transport.drivers.naming import routing_key
 from notify_transport.drivers.rabbit.codec import BodyCodec
 from notify_transport.drivers.rabbit.connection import RabbitConnection
 from notify_transport.drivers.rabbit.consumer import Delivery, QueueConsumer
@@ -112,7 +113,7 @@ class NotificationListener(Listener):
                  targets_and_priorities: list[tuple[Target, str]], pool: str | None,
                  prefetch: int, reconnect_delay: float) -> None:
         super().__init__()
-        keys = [(target.exchange, f"{target.topic}.{priority}")
+        keys = [(target.exchange, routing_key(target.topic or "", priority))
                 for target, priority in targets_and_priorities]
         self.pool = pool
         self._codec = codec

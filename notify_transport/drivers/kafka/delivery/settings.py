@@ -10,8 +10,6 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-import re
-import string
 from typing import Any, Mapping
 
 from oslo_config import types
@@ -20,6 +18,8 @@ from notify_transport.drivers.kafka.delivery.hooks import NO_HOOKS, ListenerHook
 from notify_transport.drivers.kafka.naming import validate
 from notify_transport.drivers.kafka.options import delivery_opts
 from notify_transport.drivers.kafka.positions import StartPosition, parse_start_position
+from notify_transport.drivers.naming import (DEFAULT_DEAD_LETTER_TOPIC, DEFAULT_RETRY_TOPIC, DISABLED,
+                                             SIDE_TOPIC_FIELDS, side_topic, template_fields)
 from notify_transport.exceptions import ConfigurationError, InvalidTarget
 
 LOG = logging.getLogger(__name__)
@@ -27,13 +27,6 @@ LOG = logging.getLogger(__name__)
 COMMIT_BEFORE_DISPATCH = "commit_before_dispatch"
 AT_LEAST_ONCE = "at_least_once"
 DELIVERY_MODES = (COMMIT_BEFORE_DISPATCH, AT_LEAST_ONCE)
-
-DEFAULT_RETRY_TOPIC = "{topic}.retry.{pool}"
-DEFAULT_DEAD_LETTER_TOPIC = "{topic}.dlq"
-#: Values of retry_topic / dead_letter_topic that turn the feature off.
-DISABLED = ("", "none")
-_PLACEHOLDERS = {"topic", "pool"}
-_ILLEGAL_IN_TOPIC = re.compile(r"[^a-zA-Z0-9._-]")
 
 #: Names of the delivery options, all accepted as listener keywords.
 OPTION_NAMES = tuple(opt.name for opt in delivery_opts)
@@ -84,8 +77,9 @@ class ListenerSettings:
 
 
 def topic_name(template: str, topic: str, pool: str) -> str:
-    """Fill a retry / dead-letter template; the pool is made safe for a topic name."""
-    name = template.format(topic=topic, pool=_ILLEGAL_IN_TOPIC.sub("_", pool))
+    """Fill a retry / dead-letter template (:func:`~notify_transport.drivers.naming.side_topic`),
+    checked to be a legal Kafka topic."""
+    name = side_topic(template, topic, pool)
     try:
         validate(name)
     except InvalidTarget as exc:
@@ -166,10 +160,10 @@ def _template(name: str, value: Any) -> str | None:
     if value.strip().lower() in DISABLED:
         return None
     try:
-        fields = {field for _, field, _, _ in string.Formatter().parse(value) if field is not None}
+        fields = template_fields(value)
     except ValueError as exc:
         raise ConfigurationError(f"{name} {value!r}: {exc}") from None
-    unknown = fields - _PLACEHOLDERS
+    unknown = fields - SIDE_TOPIC_FIELDS
     if unknown:
         raise ConfigurationError(f"{name} {value!r} uses unknown placeholder(s) "
                                  f"{', '.join(sorted(unknown))}; known: {{topic}}, {{pool}}")
