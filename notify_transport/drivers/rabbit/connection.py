@@ -381,7 +381,7 @@ class RabbitConnection:
             delay = 0.0  # next host of this round at once
         else:
             self._failed_rounds += 1
-            delay = self.settings.reconnect_delay(self._failed_rounds)
+            delay = self.settings.reconnect_backoff.delay(self._failed_rounds)
             if self.fatal_error is not None:
                 delay = max(delay, float(self.settings.opts.rabbit_interval_max))
         if delay > 0:

@@ -30,6 +30,7 @@ import pika
 import pika.exceptions as pex
 from pika.channel import Channel
 
+from notify_transport.backoff import Backoff
 from notify_transport.drivers.rabbit.connection import ChannelUser, RabbitConnection, describe
 from notify_transport.drivers.rabbit.topology import ExchangeSpec, QueueSpec
 from notify_transport.exceptions import AccessDenied, MessageDeliveryFailure
@@ -38,6 +39,8 @@ LOG = logging.getLogger(__name__)
 
 #: Channel errors a message may meet (e.g. a fanout exchange deleted under it) before failing.
 MAX_CHANNEL_ERRORS = 5
+#: Spacing of the publishing channel's reopening after channel errors in a row (until a confirm).
+REOPEN_BACKOFF = Backoff(initial=0.02, factor=2.0, maximum=2.0)
 
 
 class PendingPublish:
@@ -375,7 +378,7 @@ class Publisher(ChannelUser):
 
     def io_reopen_delay(self, reason: BaseException) -> float | None:
         self._reopen_failures += 1
-        return min(0.01 * (2 ** min(self._reopen_failures, 8)), 2.0)
+        return REOPEN_BACKOFF.delay(self._reopen_failures)
 
     def io_fail_all(self, error: BaseException) -> None:
         """Fail everything not yet confirmed (used when closing)."""
