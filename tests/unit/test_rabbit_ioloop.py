@@ -1,20 +1,25 @@
-"""The RabbitMQ driver's I/O loop and transport for pika, without a broker: the loop's own
-duties (callbacks, timers, handlers, stop), lending it to other threads (work under its
-lock, writes sent at the end of a lent block, a waiting thread reading the socket
-itself), and the transport that joins writes (ordering, partial sends, EOF, errors)."""
+"""The RabbitMQ driver's I/O loop for pika, without a broker: the loop's own duties
+(callbacks, timers, handlers, stop), lending it to other threads (work under its lock,
+writes sent at the end of a lent block, a waiting thread reading the socket itself,
+callbacks run once the lock is let go), the methods that need the loop refusing other
+threads, and the contract with pika: pika's documented ``IOLoop`` interface, nothing of
+pika's that pika calls not public."""
 from __future__ import annotations
 
+import ast
 import contextlib
-import random
+import inspect
+import pathlib
 import socket
 import threading
 import time
 
 import pytest
-from pika.adapters.utils.nbio_interface import AbstractStreamProtocol
+from pika.adapters.select_connection import IOLoop
 
+import notify_transport
 from notify_transport.drivers.rabbit import ioloop
-from notify_transport.drivers.rabbit.ioloop import JoinedWritesTransport, LendingIOLoop, LendingIOServices
+from notify_transport.drivers.rabbit.ioloop import LendingIOLoop, LoopNotHeld
 
 pytestmark = pytest.mark.skipif(not ioloop.AVAILABLE, reason="needs epoll")
 
@@ -280,170 +285,86 @@ def test_stop_from_another_thread_ends_the_loop():
     loop.close()
 
 
-# -- the transport ------------------------------------------------------------------------
-
-class Protocol(AbstractStreamProtocol):
-    def __init__(self):
-        self.data = bytearray()
-        self.lost = []
-        self.eof_keep_open = False
-
-    def connection_made(self, transport):
-        self.transport = transport
-
-    def connection_lost(self, error):
-        self.lost.append(error)
-
-    def eof_received(self):
-        return self.eof_keep_open
-
-    def data_received(self, data):
-        self.data += data
-
-
-class CountingSocket(socket.socket):
-    """A socket that counts its sends and may accept only part of each."""
-
-    sends: list
-    limits: list
-
-    def send(self, data, *args):
-        self.sends.append(len(data))
-        limit = self.limits.pop(0) if self.limits else len(data)
-        if limit == 0:
-            raise BlockingIOError
-        return super().send(bytes(data[:limit]), *args)
+def test_the_methods_that_need_the_loop_refuse_a_thread_that_does_not_hold_it(running_loop, pair):
+    loop, _thread = running_loop
+    a, _b = pair
+    fd = a.fileno()
+    for refused in (lambda: loop.add_handler(fd, lambda fd, ev: None, loop.READ),
+                    lambda: loop.call_later(0, lambda: None),
+                    lambda: loop.call_unlocked(lambda: None)):
+        with pytest.raises(LoopNotHeld):
+            refused()
+    with loop.lent():
+        loop.add_handler(fd, lambda fd, ev: None, loop.READ)
+    for refused in (lambda: loop.update_handler(fd, loop.READ | loop.WRITE),
+                    lambda: loop.remove_handler(fd)):
+        with pytest.raises(LoopNotHeld):
+            refused()
+    with loop.lent():
+        loop.update_handler(fd, loop.READ)
+        loop.remove_handler(fd)
 
 
-def transport_pair(limits=()):
-    services = LendingIOServices()
-    left, right = socket.socketpair()
-    sock = CountingSocket(left.family, left.type, fileno=left.detach())
-    sock.sends, sock.limits = [], list(limits)
-    sock.setblocking(False)
-    protocol = Protocol()
-    transport = JoinedWritesTransport(sock, protocol, services)
-    protocol.connection_made(transport)
-    return services, transport, protocol, sock, right
+def test_callbacks_deferred_in_a_lent_block_run_once_the_lock_is_let_go(running_loop):
+    loop, _thread = running_loop
+    seen = []
+
+    def deferred():
+        took = loop.try_lend()  # free for anyone now
+        if took:
+            loop.end_lent()
+        seen.append((threading.current_thread() is threading.main_thread(), loop.holds_lock(), took))
+
+    with loop.lent():
+        loop.call_unlocked(deferred)
+        assert seen == []
+    assert seen == [(True, False, True)]
 
 
-def drive(services, seconds=0.0):
-    """Run the loop on this thread until its callbacks are done (plus ``seconds``)."""
-    loop = services.loop
-    services.add_callback_threadsafe(lambda: loop.call_later(seconds, loop.stop))
-    loop.start()
+def test_callbacks_deferred_on_the_loop_thread_run_unlocked_and_what_they_schedule_runs(running_loop):
+    loop, thread = running_loop
+    seen = []
+    done = threading.Event()
+
+    def deferred():
+        seen.append((threading.current_thread() is thread, loop.holds_lock()))
+        loop.add_callback(done.set)  # on the loop's thread: no wake-up; the loop must look again
+
+    loop.add_callback(lambda: loop.call_unlocked(deferred))
+    assert done.wait(5)
+    assert seen == [(True, False)]
 
 
-def test_the_frames_written_before_a_send_leave_in_one_send():
-    services, transport, _protocol, sock, peer = transport_pair()
-    for frame in (b"method", b"header", b"body"):
-        transport.write(frame)
-    assert transport.get_write_buffer_size() == 16
-    drive(services, 0.01)
-    assert sock.sends == [16]
-    assert peer.recv(100) == b"methodheaderbody"
-    assert transport.get_write_buffer_size() == 0
-    transport.abort()
-    services.close()
-    peer.close()
+#: Methods of pika's IOLoop that its docstrings mark "[Extension]": pika's own uses, not the
+#: interface ``SelectConnection`` asks of a ``custom_ioloop``.
+PIKA_IOLOOP_EXTENSIONS = {"activate_poller", "deactivate_poller", "poll", "process_timeouts"}
 
 
-@pytest.mark.parametrize("seed", range(30))
-def test_partial_and_refused_sends_keep_every_byte_in_order(seed):
-    rng = random.Random(seed)
-    chunks = [rng.randbytes(rng.randint(1, 200)) for _ in range(rng.randint(1, 12))]
-    limits = [rng.randint(0, 300) for _ in range(rng.randint(0, 20))]
-    services, transport, _protocol, _sock, peer = transport_pair(limits)
-    try:
-        for chunk in chunks:
-            transport.write(chunk)
-        expected = b"".join(chunks)
-        received = bytearray()
-        deadline = time.monotonic() + 10
-        while len(received) < len(expected) and time.monotonic() < deadline:
-            drive(services, 0.001)
-            peer.setblocking(False)
-            try:
-                received += peer.recv(100000)
-            except BlockingIOError:
-                pass
-        assert bytes(received) == expected
-        assert transport.get_write_buffer_size() == 0
-    finally:
-        transport.abort()
-        drive(services)
-        services.close()
-        peer.close()
+def test_the_loop_has_the_interface_of_pikas_documented_ioloop():
+    """Fails when pika changes the interface its ``custom_ioloop`` parameter documents."""
+    public = {name for name in vars(IOLoop) if not name.startswith("_")} | {"READ", "WRITE", "ERROR"}
+    assert PIKA_IOLOOP_EXTENSIONS <= public
+    for name in sorted(public - PIKA_IOLOOP_EXTENSIONS):
+        ours = getattr(LendingIOLoop, name, None)
+        assert ours is not None, name
+        theirs = getattr(IOLoop, name)
+        if callable(theirs):
+            assert list(inspect.signature(ours).parameters) == list(inspect.signature(theirs).parameters), name
+        else:
+            assert isinstance(ours, int), name
 
 
-def test_data_reaches_the_protocol_and_eof_closes_the_connection():
-    services, _transport, protocol, sock, peer = transport_pair()
-
-    def send_all():
-        peer.sendall(b"x" * 300_000)
-        peer.shutdown(socket.SHUT_WR)
-
-    sender = threading.Thread(target=send_all, daemon=True)
-    sender.start()
-    deadline = time.monotonic() + 10
-    while not protocol.lost and time.monotonic() < deadline:
-        drive(services, 0.001)
-    sender.join(5)
-    assert bytes(protocol.data) == b"x" * 300_000
-    assert protocol.lost == [None]  # closed on this side after the broker's EOF
-    assert sock.fileno() == -1
-    services.close()
-    peer.close()
+#: pika's own modules behind its adapters; its nbio_interface says "not a public API".
+PIKA_NOT_PUBLIC = ("pika.adapters.utils",)
 
 
-def test_a_failing_protocol_aborts_with_its_error_reported_once():
-    services, transport, protocol, _sock, peer = transport_pair()
-    boom = ValueError("bad frame")
-
-    def data_received(data):
-        raise boom
-
-    protocol.data_received = data_received
-    peer.send(b"junk")
-    drive(services, 0.02)
-    assert protocol.lost == [boom]
-    transport.abort()  # after the failure: nothing more happens
-    transport.write(b"ignored")
-    drive(services, 0.01)
-    assert protocol.lost == [boom]
-    services.close()
-    peer.close()
-
-
-def test_abort_tells_the_protocol_from_the_loop_and_writes_are_dropped():
-    services, transport, protocol, _sock, peer = transport_pair()
-    transport.write(b"unsent")
-    transport.abort()
-    assert protocol.lost == []  # not in the scope of abort()
-    drive(services)
-    assert protocol.lost == [None]
-    with pytest.raises(ValueError):
-        transport.write(b"")
-    services.close()
-    peer.close()
-
-
-def test_a_large_read_reaches_pika_in_pieces_and_whole():
-    services, _transport, protocol, _sock, peer = transport_pair()
-    pieces = []
-    original = protocol.data_received
-
-    def data_received(data):
-        pieces.append(len(data))
-        original(data)
-
-    protocol.data_received = data_received
-    payload = bytes(range(256)) * 200  # 51,200 bytes, in one recv
-    peer.sendall(payload)
-    deadline = time.monotonic() + 10
-    while len(protocol.data) < len(payload) and time.monotonic() < deadline:
-        drive(services, 0.001)
-    assert bytes(protocol.data) == payload
-    assert max(pieces) <= ioloop.FEED_SIZE
-    services.close()
-    peer.close()
+def test_the_package_imports_nothing_pika_calls_not_public():
+    package = pathlib.Path(notify_transport.__file__).parent
+    found = []
+    for path in sorted(package.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            names = ([alias.name for alias in node.names] if isinstance(node, ast.Import)
+                     else [node.module or ""] if isinstance(node, ast.ImportFrom) else [])
+            found += [f"{path.relative_to(package)}: {name}" for name in names
+                      if name.startswith(PIKA_NOT_PUBLIC)]
+    assert found == []

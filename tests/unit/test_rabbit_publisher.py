@@ -1,5 +1,8 @@
 """The publisher's bookkeeping, against a scripted channel: confirms (also ``multiple``),
-returns of unroutable messages, nacks, lost channels and retry budgets."""
+returns of unroutable messages, nacks, lost channels and retry budgets, one outcome per
+message, callbacks after the lock."""
+import threading
+
 import pika
 import pika.exceptions as pex
 import pytest
@@ -17,6 +20,8 @@ class FakeConn:
         self.fatal_error = None
         self.last_error = "refused"
         self.users = []
+        #: callbacks waiting for the (pretend) lock to be let go; None: run them at once
+        self.unlocked = None
 
     def add_user(self, user):
         self.users.append(user)
@@ -26,6 +31,12 @@ class FakeConn:
 
     def call_soon(self, fn, *args):
         fn(*args)
+
+    def call_unlocked(self, fn):
+        if self.unlocked is None:
+            fn()
+        else:
+            self.unlocked.append(fn)
 
     def note_entity_error(self, reason):
         return getattr(reason, "reply_code", 0) != 403
@@ -192,8 +203,6 @@ def test_done_callback_runs_once(setup):
 class HandOffConn(FakeConn):
     """A connection whose lock is busy or cannot be lent (no epoll): work waits for the I/O thread."""
 
-    lends = False
-
     def __init__(self):
         super().__init__()
         self.scheduled = []
@@ -246,3 +255,49 @@ def test_a_closed_connection_fails_the_queued_messages():
     queued = publisher.publish(message())
     publisher.io_fail_all(MessageDeliveryFailure("cleaned up"))  # never sent: failed, not lost
     assert queued.done and str(queued.error) == "cleaned up"
+
+
+def test_done_callbacks_wait_until_the_connection_lock_is_let_go(setup):
+    conn, publisher, channel = setup
+    conn.unlocked = []
+    seen = []
+    m = publisher.publish(message(on_done=seen.append))
+    channel.ack(1)
+    assert m.ok and seen == []  # done (waiters released), callback not yet: the lock is held
+    for fn in conn.unlocked:
+        fn()
+    assert seen == [m]
+
+
+def test_two_finishes_at_once_settle_one_whole_outcome_that_never_changes():
+    """A close failing a message while the I/O thread confirms it: one outcome wins whole."""
+    failed = MessageDeliveryFailure("the transport was cleaned up")
+    in_finish, go_on = threading.Event(), threading.Event()
+
+    class Observed(PendingPublish):
+        """Stops the first finisher inside finish(), where the second one comes in."""
+
+        __slots__ = ()
+
+        @property
+        def error(self):
+            return PendingPublish.error.__get__(self, PendingPublish)
+
+        @error.setter
+        def error(self, value):
+            if value is failed:
+                in_finish.set()
+                go_on.wait(10)
+            PendingPublish.error.__set__(self, value)
+
+    m = Observed(ExchangeSpec("openstack"), "rk", b"{}", pika.BasicProperties(), mandatory=True)
+    closing = threading.Thread(target=m.finish, kwargs={"error": failed})
+    closing.start()
+    assert in_finish.wait(10)
+    m.finish(returned="312 NO_ROUTE")  # the I/O thread, meanwhile
+    seen = (m.done, m.error, m.returned)
+    go_on.set()
+    closing.join(10)
+    assert (m.error, m.returned) in [(failed, None), (None, "312 NO_ROUTE")]
+    if seen[0]:  # done already then: nothing may change it afterwards
+        assert (m.error, m.returned) == seen[1:]

@@ -54,7 +54,7 @@ def test_failover_order_and_backoff():
                  rabbit_interval_max=7)
     assert sorted(e.host for e in s.next_order()) == ["h1", "h2", "h3"]
     assert s.next_order() == s.next_order()  # round-robin keeps the order
-    assert [s.reconnect_delay(n) for n in range(5)] == [0.0, 2.0, 5.0, 7.0, 7.0]
+    assert [s.reconnect_backoff.delay(n) for n in range(5)] == [0.0, 2.0, 5.0, 7.0, 7.0]
     shuffled = settings("rabbit://h1,h2,h3,h4,h5,h6", kombu_failover_strategy="shuffle")
     orders = {tuple(e.host for e in shuffled.next_order()) for _ in range(20)}
     assert len(orders) > 1

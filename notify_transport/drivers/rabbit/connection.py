@@ -1,17 +1,20 @@
 """One AMQP connection driven by its own I/O thread, reconnecting by itself.
 
 pika is not thread-safe, so the pika objects of a connection are touched by
-one thread at a time. The connection is pika's ``SelectConnection`` on a
-:class:`~notify_transport.drivers.rabbit.ioloop.LendingIOLoop` (pika's
-``custom_ioloop``), whose thread holds the loop's lock except while it waits
-in ``epoll``. Another thread either hands work over with
-:meth:`RabbitConnection.call_soon` (``add_callback_threadsafe``) or runs it
-itself under the lock with :meth:`RabbitConnection.run_locked` (publishing
-does: no wake-up of the I/O thread, no thread hop before the bytes leave), and
-a thread waiting for what the socket brings may read it itself
-(:meth:`RabbitConnection.read_while_waiting`). Without ``epoll`` the loop is
-pika's own ``IOLoop`` and all of that work goes to its thread. Methods whose
-name starts with ``io_`` run on the I/O thread or under the loop's lock.
+one thread at a time. The connection is pika's ``SelectConnection`` with
+pika's own transport, on a
+:class:`~notify_transport.drivers.rabbit.ioloop.LendingIOLoop` given as pika's
+documented ``custom_ioloop``; the loop's thread holds the loop's lock except
+while it waits in ``epoll``. Another thread either hands work over with
+:meth:`RabbitConnection.call_soon` (``add_callback_threadsafe``) or, when the
+lock is free, runs it itself with :meth:`RabbitConnection.try_run_locked`
+(publishing does: no wake-up of the I/O thread, no thread hop before the bytes
+leave), and a thread waiting for what the socket brings may read it itself
+(:meth:`RabbitConnection.read_while_waiting`). The application's callbacks run
+after the lock is let go (:meth:`RabbitConnection.call_unlocked`). Without
+``epoll`` the loop is pika's own ``IOLoop`` and all of that work goes to its
+thread. Methods whose name starts with ``io_`` run on the I/O thread or under
+the loop's lock.
 
 Parts of the driver that need a channel (the publisher, each consumer)
 register as a :class:`ChannelUser`. The connection opens a channel for each
@@ -99,11 +102,9 @@ class RabbitConnection:
     def __init__(self, settings: RabbitSettings, purpose: str) -> None:
         self.settings = settings
         self.purpose = purpose
-        #: Whether other threads may borrow the loop (run_locked, read_while_waiting).
+        #: Whether other threads may borrow the loop (try_run_locked, read_while_waiting).
         self._lending = ioloop.AVAILABLE
-        services = ioloop.LendingIOServices() if self._lending else None
-        self._services = services
-        self._ioloop: Any = services.loop if services is not None else IOLoop()
+        self._ioloop: Any = ioloop.LendingIOLoop() if self._lending else IOLoop()
         self._thread = threading.Thread(target=self._run, name=f"rabbit-{purpose}-io", daemon=True)
         self._io_ident: int | None = None
         self._conn: pika.SelectConnection | None = None
@@ -163,14 +164,12 @@ class RabbitConnection:
     def is_open(self) -> bool:
         return self._open
 
-    @property
-    def lends(self) -> bool:
-        """Whether other threads may run I/O work themselves (:meth:`run_locked`)."""
-        return self._lending
-
     def in_io_thread(self) -> bool:
-        """True on the I/O thread, or on a thread doing I/O work under the loop's lock."""
-        return threading.get_ident() == self._io_ident or (self._lending and self._ioloop.holds_lock())
+        """True where pika's objects may be touched now: under the loop's lock (its thread's
+        turn or a lent block) or, on pika's own loop, on the I/O thread."""
+        if self._lending:
+            return bool(self._ioloop.holds_lock())
+        return threading.get_ident() == self._io_ident
 
     def call_soon(self, fn: Callable[..., Any], *args: Any) -> None:
         """Run ``fn(*args)`` on the I/O thread (thread-safe)."""
@@ -181,27 +180,14 @@ class RabbitConnection:
         else:
             self._ioloop.add_callback_threadsafe(fn)
 
-    def run_locked(self, fn: Callable[..., Any], *args: Any) -> None:
-        """Run ``fn(*args)`` now on this thread, with the I/O thread kept out (thread-safe).
-
-        For short, non-blocking work on pika objects (e.g. one publish): the
-        caller waits at most until the I/O thread next waits for I/O, and no
-        thread hop is spent. Where the loop cannot lend its lock, this is
-        :meth:`call_soon`.
-        """
-        if not self._lending:
-            self.call_soon(fn, *args)
-            return
-        with self._ioloop.lent():
-            if self._closed.is_set():
-                raise MessageDeliveryFailure(f"{self!r} is closed")
-            fn(*args)
-
     def try_run_locked(self, fn: Callable[..., Any], *args: Any) -> bool:
-        """:meth:`run_locked` if the loop's lock is free right now; False (nothing run) if it is busy.
+        """Run ``fn(*args)`` now on this thread under the loop's lock if that is free right
+        now; False (nothing run) if it is busy or the loop cannot lend it.
 
-        Lets a caller that does not wait for the outcome hand its work to the
-        I/O thread instead of queueing for the lock behind it.
+        For short, non-blocking work on pika objects (e.g. one publish): no
+        wake-up of the I/O thread, no thread hop. A caller told False hands
+        its work to the I/O thread (:meth:`call_soon`) instead of queueing for
+        the lock behind it.
         """
         if not self._lending or not self._ioloop.try_lend():
             return False
@@ -212,6 +198,14 @@ class RabbitConnection:
         finally:
             self._ioloop.end_lent()
         return True
+
+    def call_unlocked(self, fn: Callable[[], Any]) -> None:
+        """Run ``fn`` on this thread outside the loop's lock: once this thread lets go of
+        it, or now if it holds none (for the application's callbacks, e.g. ``on_done``)."""
+        if self._lending and self._ioloop.holds_lock():
+            self._ioloop.call_unlocked(fn)
+        else:
+            fn()
 
     def read_while_waiting(self, done: Callable[[], bool], timeout: float | None,
                            first: Callable[[], None] | None = None,
@@ -271,7 +265,7 @@ class RabbitConnection:
             self.call_soon(self._io_remove_user, user, done)
         except MessageDeliveryFailure:
             return  # closed meanwhile: the channel went with the connection
-        if not self.in_io_thread():
+        if threading.get_ident() != self._io_ident and not self.in_io_thread():
             done.wait(timeout)
 
     def note_entity_error(self, reason: BaseException) -> bool:
@@ -329,7 +323,7 @@ class RabbitConnection:
                 self.settings.parameters(endpoint, self.purpose),
                 on_open_callback=self._io_on_open, on_open_error_callback=self._io_on_open_error,
                 on_close_callback=self._io_on_close,
-                custom_ioloop=self._services if self._lending else self._ioloop)
+                custom_ioloop=self._ioloop)
         except Exception as exc:  # bad parameters surface here
             self._io_on_open_error(None, exc)
 
@@ -387,7 +381,7 @@ class RabbitConnection:
             delay = 0.0  # next host of this round at once
         else:
             self._failed_rounds += 1
-            delay = self.settings.reconnect_delay(self._failed_rounds)
+            delay = self.settings.reconnect_backoff.delay(self._failed_rounds)
             if self.fatal_error is not None:
                 delay = max(delay, float(self.settings.opts.rabbit_interval_max))
         if delay > 0:

@@ -23,6 +23,7 @@ import pika
 import pika.exceptions as pex
 from pika.channel import Channel
 
+from notify_transport.backoff import Backoff
 from notify_transport.drivers.rabbit.connection import ChannelUser, RabbitConnection, describe
 from notify_transport.drivers.rabbit.topology import QueueSpec
 from notify_transport.exceptions import MessageDeliveryFailure
@@ -68,6 +69,8 @@ class QueueConsumer(ChannelUser):
         self.name = name
         self._on_delivery = on_delivery
         self._reconnect_delay = max(reconnect_delay, 0.05)
+        #: Spacing of the channel's reopening after the broker closed it n times in a row.
+        self._reopen = Backoff(initial=0.05, factor=2.0, maximum=self._reconnect_delay)
         self._channel: Channel | None = None
         self._tags: list[str] = []
         self._pending_consumes = 0
@@ -308,7 +311,7 @@ class QueueConsumer(ChannelUser):
             return None
         if self.setup_error is not None:
             return max(self._reconnect_delay, 5.0)
-        return min(0.05 * (2 ** min(self._failures, 6)), self._reconnect_delay)
+        return self._reopen.delay(self._failures + 1)  # a first, lone closing: 0.05 s
 
     def io_before_close(self, channel: Channel) -> None:
         for queue in self.queues:

@@ -1,15 +1,18 @@
 """An I/O loop for pika's ``SelectConnection`` that lends itself to the threads waiting on it.
 
 pika lets an application bring its own loop: ``SelectConnection(...,
-custom_ioloop=loop)`` accepts any object with the interface of
-``pika.adapters.utils.selector_ioloop_adapter.AbstractSelectorIOLoop`` (the
-one tornado's loop has). pika then registers its socket with
-``add_handler(fd, handler, events)`` and calls nothing else of the loop than
-that interface. :class:`LendingIOLoop` is such a loop, on ``select.epoll``,
-with one difference from pika's own: it runs under a lock that it releases
-only while it waits in ``epoll``, so that another thread may take the lock and
-do the loop's work itself instead of waking the loop's thread and waiting for
-it (each such hand-off costs a wake-up and a switch of the GIL):
+custom_ioloop=loop)`` takes an object with the interface of pika's
+``pika.adapters.select_connection.IOLoop`` (``READ``/``WRITE``/``ERROR``,
+``add_handler``, ``update_handler``, ``remove_handler``, ``call_later``,
+``remove_timeout``, ``add_callback_threadsafe``, ``start``, ``stop``,
+``close``). pika wraps it in its own I/O services and uses its own socket
+transport and connector on it; nothing of pika's is replaced or touched but
+the handlers pika gives the loop. :class:`LendingIOLoop` is such a loop, on
+``select.epoll``, with one difference from pika's own: it runs under a lock
+that it releases only while it waits in ``epoll``, so that another thread may
+take the lock and do the loop's work itself instead of waking the loop's
+thread and waiting for it (each such hand-off costs a wake-up and a switch of
+the GIL):
 
 * :meth:`LendingIOLoop.lent` runs a block under the lock, as the loop's
   thread would run it (e.g. ``basic_publish``); data that pika buffered for
@@ -19,10 +22,15 @@ it (each such hand-off costs a wake-up and a switch of the GIL):
 * :meth:`LendingIOLoop.read_while` lets a thread that waits for something
   the socket will bring (a confirm, a reply, a request) read the socket
   itself, through pika's read handler, while the loop leaves reading to it.
+* :meth:`LendingIOLoop.call_unlocked` defers a callback (e.g. the sender's
+  ``on_done``) until the thread that holds the lock has let go of it, so
+  that the application's code never runs with every connection's I/O held.
 
-Nothing of pika's is touched but the handlers pika gave the loop; every
-frame is decoded by pika. Where ``select.epoll`` is missing, the connection
-uses pika's own ``IOLoop`` and hands work to its thread instead.
+The methods that are not thread-safe in pika's ``IOLoop`` (``call_later``,
+``add_handler``, ``update_handler``, ``remove_handler``) raise
+:class:`LoopNotHeld` unless the caller holds the loop. Where ``select.epoll``
+is missing, the connection uses pika's own ``IOLoop`` and hands work to its
+thread instead.
 """
 from __future__ import annotations
 
@@ -31,14 +39,9 @@ import itertools
 import logging
 import os
 import select
-import socket
 import threading
 import time
 from typing import Any, Callable
-
-from pika.adapters.utils.nbio_interface import (AbstractIOReference, AbstractStreamProtocol,
-                                                AbstractStreamTransport)
-from pika.adapters.utils.selector_ioloop_adapter import SelectorIOServicesAdapter
 
 LOG = logging.getLogger(__name__)
 
@@ -71,6 +74,10 @@ class _Timer:
         self.cancelled = False
 
 
+class LoopNotHeld(RuntimeError):
+    """A method that is not thread-safe was called by a thread that does not hold the loop."""
+
+
 class _Lent:
     """The context manager of :meth:`LendingIOLoop.lent` (one per loop: it holds no state)."""
 
@@ -81,17 +88,20 @@ class _Lent:
 
     def __enter__(self) -> None:
         self._loop._acquire()
+        self._loop._in_lent = True
 
     def __exit__(self, *exc_info: object) -> None:
         self._loop._end_lent()
 
 
 class LendingIOLoop:
-    """pika's ``AbstractSelectorIOLoop`` on epoll, run under a lock that other threads may borrow.
+    """pika's ``IOLoop`` interface on epoll, run under a lock that other threads may borrow.
 
-    Every method but :meth:`add_callback`, :meth:`lent` and
-    :meth:`read_while` runs on the loop's thread or under the lock (pika
-    calls them from the code the lock protects).
+    :meth:`add_callback` (``add_callback_threadsafe``), :meth:`remove_timeout`,
+    :meth:`stop`, :meth:`lent`, :meth:`try_lend` and :meth:`read_while` may be
+    called from any thread; the other methods need the loop (its thread, or a
+    lent block), as in pika's own ``IOLoop``, and the handler methods and
+    :meth:`call_later` check it.
     """
 
     READ = select.EPOLLIN if AVAILABLE else 1
@@ -101,6 +111,8 @@ class LendingIOLoop:
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._owner: int | None = None
+        #: whether the lock is lent (held by a borrower rather than the loop's own turn)
+        self._in_lent = False
         self._loop_thread: int | None = None
         self._epoll = select.epoll()
         self._wake_r, self._wake_w = os.pipe()
@@ -114,6 +126,8 @@ class LendingIOLoop:
         self._changed: set[int] = set()
         #: descriptors whose handler asked for writability inside a lent block
         self._to_write: list[int] = []
+        #: callbacks to run once the thread holding the lock has let go of it
+        self._unlocked: list[Callable[[], Any]] = []
         self._timers: list[tuple[float, int, _Timer]] = []
         self._timer_seq = itertools.count()
         self._callbacks: list[Callable[[], Any]] = []
@@ -127,13 +141,24 @@ class LendingIOLoop:
         """True on the thread holding the loop's lock (the loop's, or one it lent it to)."""
         return self._owner == threading.get_ident()
 
+    def _check_held(self, method: str) -> None:
+        if self._owner != threading.get_ident():
+            raise LoopNotHeld(f"LendingIOLoop.{method}() is not thread-safe: call it on the "
+                              "loop's thread or inside a lent block")
+
     def _acquire(self) -> None:
         self._lock.acquire()
         self._owner = threading.get_ident()
 
     def _release(self) -> None:
+        """Let go of the lock, then run on this thread what waited for that (:meth:`call_unlocked`)."""
+        deferred = self._unlocked
+        if deferred:
+            self._unlocked = []
         self._owner = None
         self._lock.release()
+        for callback in deferred:
+            _run_logged(callback)
 
     def lent(self) -> "_Lent":
         """``with loop.lent():`` runs a block under the loop's lock, as the loop's thread would.
@@ -147,6 +172,7 @@ class LendingIOLoop:
         if not self._lock.acquire(False):
             return False
         self._owner = threading.get_ident()
+        self._in_lent = True
         return True
 
     def end_lent(self) -> None:
@@ -157,7 +183,17 @@ class LendingIOLoop:
         try:
             self._write_now()
         finally:
+            self._in_lent = False
             self._release()
+
+    def call_unlocked(self, callback: Callable[[], Any]) -> None:
+        """Run ``callback`` on this thread once it has let go of the loop (the caller holds it).
+
+        For the application's callbacks: they may block, or take locks of their
+        own, without holding up every other thread's I/O on this loop.
+        """
+        self._check_held("call_unlocked")
+        self._unlocked.append(callback)
 
     def _write_now(self) -> None:
         """Send what pika buffered during a lent block: call its write handler, as epoll would."""
@@ -180,7 +216,7 @@ class LendingIOLoop:
             except OSError:
                 pass  # the pipe is full: a wake-up is pending anyway
 
-    # -- AbstractSelectorIOLoop -----------------------------------------------------------
+    # -- pika's IOLoop interface ------------------------------------------------------------
     def add_callback(self, callback: Callable[[], Any]) -> None:
         """Run ``callback`` on the loop's thread soon (thread-safe); dropped once the loop is closed."""
         with self._callbacks_lock:
@@ -194,6 +230,7 @@ class LendingIOLoop:
     add_callback_threadsafe = add_callback
 
     def call_later(self, delay: float, callback: Callable[[], Any]) -> _Timer:
+        self._check_held("call_later")
         timer = _Timer(time.monotonic() + max(delay, 0.0), callback)
         heapq.heappush(self._timers, (timer.deadline, next(self._timer_seq), timer))
         if threading.get_ident() != self._loop_thread:
@@ -201,9 +238,11 @@ class LendingIOLoop:
         return timer
 
     def remove_timeout(self, timeout_handle: _Timer) -> None:
+        """Cancel a timer (thread-safe: it only marks the timer)."""
         timeout_handle.cancelled = True
 
     def add_handler(self, fd: int, handler: Handler, events: int) -> None:
+        self._check_held("add_handler")
         registration = _Registration(handler, events)
         self._handlers[fd] = registration
         self._changed.add(fd)
@@ -211,9 +250,10 @@ class LendingIOLoop:
         self._epoll.register(fd, registration.applied)
 
     def update_handler(self, fd: int, events: int) -> None:
+        self._check_held("update_handler")
         registration = self._handlers[fd]
         registration.events = events
-        if events & self.WRITE and self._owner is not None and self._owner != self._loop_thread:
+        if events & self.WRITE and self._in_lent:
             # Inside a lent block the data is sent when the block ends (_write_now):
             # telling epoll now would only wake the loop's thread for nothing.
             self._to_write.append(fd)
@@ -230,6 +270,7 @@ class LendingIOLoop:
                 LOG.debug("epoll cannot follow fd %d: the loop is closed or the socket gone", fd)
 
     def remove_handler(self, fd: int) -> None:
+        self._check_held("remove_handler")
         self._handlers.pop(fd, None)
         self._read_elsewhere.pop(fd, None)
         self._changed.add(fd)
@@ -249,6 +290,12 @@ class LendingIOLoop:
                 self._run_timers()
                 if self._stopping:
                     break
+                if self._unlocked:
+                    # Run them with the lock let go, then look again: what they
+                    # scheduled counts for how long the next wait may be.
+                    self._release()
+                    self._acquire()
+                    continue
                 self._poll_once(self._wait_seconds())
         finally:
             self._loop_thread = None
@@ -432,201 +479,3 @@ def _events(mask: int, loop: LendingIOLoop) -> int:
     if mask & select.EPOLLERR:
         events |= loop.ERROR
     return events
-
-
-# -- pika's I/O services on this loop, with a transport that joins writes -------------------
-
-#: Bytes asked for by one ``recv``.
-RECV_SIZE = 64 * 1024
-#: Bytes handed to pika at a time: pika copies what is left of its buffer after each
-#: frame it takes out, so a large piece would cost time quadratic in its size.
-FEED_SIZE = 16 * 1024
-#: Bytes read from the socket per readiness event before other work gets a turn.
-MAX_READ_PER_EVENT = 1024 * 1024
-
-
-class LendingIOServices(SelectorIOServicesAdapter):
-    """pika's I/O services on a :class:`LendingIOLoop` (``SelectConnection(custom_ioloop=...)``).
-
-    Plaintext connections get a :class:`JoinedWritesTransport`; TLS ones
-    pika's own transport (which handles the TLS handshake and records).
-    """
-
-    def __init__(self, loop: LendingIOLoop | None = None) -> None:
-        super().__init__(loop or LendingIOLoop())
-
-    @property
-    def loop(self) -> LendingIOLoop:
-        loop: LendingIOLoop = self.get_native_ioloop()
-        return loop
-
-    def create_streaming_connection(self, protocol_factory: Callable[[], AbstractStreamProtocol],
-                                    sock: socket.socket, on_done: Callable[[Any], None],
-                                    ssl_context: Any = None,
-                                    server_hostname: str | None = None) -> AbstractIOReference:
-        if ssl_context is not None:
-            return super().create_streaming_connection(protocol_factory, sock, on_done,
-                                                       ssl_context, server_hostname)
-        return _PlainLinkup(self, protocol_factory, sock, on_done).start()
-
-
-class _PlainLinkup(AbstractIOReference):
-    """Links a connected plain socket to pika's protocol on the loop's thread, as pika does."""
-
-    def __init__(self, services: LendingIOServices,
-                 protocol_factory: Callable[[], AbstractStreamProtocol], sock: socket.socket,
-                 on_done: Callable[[Any], None]) -> None:
-        self._services = services
-        self._protocol_factory = protocol_factory
-        self._socket = sock
-        self._on_done = on_done
-        self._state = "new"
-
-    def start(self) -> "_PlainLinkup":
-        self._state = "active"
-        self._services.add_callback_threadsafe(self._link)
-        return self
-
-    def cancel(self) -> bool:
-        if self._state != "active":
-            return False
-        self._state = "cancelled"
-        self._socket.close()
-        return True
-
-    def _link(self) -> None:
-        if self._state != "active":
-            return
-        self._state = "done"
-        try:
-            protocol = self._protocol_factory()
-            transport = JoinedWritesTransport(self._socket, protocol, self._services)
-            protocol.connection_made(transport)
-        except Exception as exc:  # noqa: BLE001 - handed to pika, which reports it
-            LOG.debug("Linking the AMQP protocol to the socket failed: %r", exc)
-            self._socket.close()
-            self._on_done(exc)
-            return
-        self._on_done((transport, protocol))
-
-
-class JoinedWritesTransport(AbstractStreamTransport):
-    """A plain TCP transport for pika whose pending writes leave in one ``send``.
-
-    pika writes each frame of a message on its own (a publish is three
-    writes), and its transport sends them one by one: with ``TCP_NODELAY``
-    each becomes a segment of its own and a system call that lets go of the
-    GIL. Here everything written since the last send leaves joined. Reads
-    take up to :data:`RECV_SIZE` at a time, and stop at a short read instead
-    of one more ``recv`` failing with EAGAIN (epoll is level-triggered: what
-    is left is reported again).
-    """
-
-    def __init__(self, sock: socket.socket, protocol: AbstractStreamProtocol,
-                 services: LendingIOServices) -> None:
-        self._socket = sock
-        self._protocol = protocol
-        self._services = services
-        self._fd = sock.fileno()
-        self._out: list[bytes] = []
-        self._out_size = 0
-        self._active = True
-        services.set_reader(self._fd, self._on_readable)
-
-    def get_protocol(self) -> AbstractStreamProtocol:
-        return self._protocol
-
-    def get_write_buffer_size(self) -> int:
-        return self._out_size
-
-    def write(self, data: bytes) -> None:
-        if not data:
-            raise ValueError("write() called with empty data")
-        if not self._active:
-            return
-        was_empty = not self._out
-        self._out.append(data)
-        self._out_size += len(data)
-        if was_empty:
-            self._services.set_writer(self._fd, self._on_writable)
-
-    def abort(self) -> None:
-        self._fail(None)
-
-    def _on_writable(self) -> None:
-        if not self._active or not self._out:
-            return
-        data = self._out[0] if len(self._out) == 1 else b"".join(self._out)
-        try:
-            sent = self._socket.send(data)
-        except (BlockingIOError, InterruptedError):
-            self._out = [data]
-            return
-        except OSError as exc:
-            self._fail(exc)
-            return
-        self._out_size -= sent
-        if sent < len(data):
-            self._out = [data[sent:]]
-        else:
-            self._out = []
-            self._services.remove_writer(self._fd)
-
-    def _on_readable(self) -> None:
-        total = 0
-        while self._active and total < MAX_READ_PER_EVENT:
-            try:
-                data = self._socket.recv(RECV_SIZE)
-            except (BlockingIOError, InterruptedError):
-                return
-            except OSError as exc:
-                self._fail(exc)
-                return
-            if not data:
-                self._on_eof()
-                return
-            total += len(data)
-            try:
-                if len(data) <= FEED_SIZE:
-                    self._protocol.data_received(data)
-                else:
-                    for start in range(0, len(data), FEED_SIZE):
-                        self._protocol.data_received(data[start:start + FEED_SIZE])
-            except Exception as exc:
-                LOG.exception("Handling data from the broker failed; closing the connection")
-                self._fail(exc)
-                return
-            if len(data) < RECV_SIZE:
-                return
-
-    def _on_eof(self) -> None:
-        try:
-            keep_open = self._protocol.eof_received()
-        except Exception as exc:
-            self._fail(exc)
-            return
-        if keep_open:
-            self._services.remove_reader(self._fd)
-        else:
-            self._fail(None)
-
-    def _fail(self, error: BaseException | None) -> None:
-        """Stop all I/O now; tell the protocol from the loop's thread, then close the socket."""
-        if not self._active:
-            return
-        self._active = False
-        self._services.remove_reader(self._fd)
-        self._services.remove_writer(self._fd)
-        self._out = []
-        self._out_size = 0
-        self._services.add_callback_threadsafe(lambda: self._lost(error))
-
-    def _lost(self, error: BaseException | None) -> None:
-        try:
-            self._protocol.connection_lost(error)
-        finally:
-            try:
-                self._socket.shutdown(socket.SHUT_RDWR)
-            except OSError:
-                pass
-            self._socket.close()

@@ -1,7 +1,8 @@
 """Publishing with publisher confirms on one channel, many messages in flight.
 
 Callers on any thread publish a :class:`PendingPublish` themselves, under the
-connection's I/O lock, and wait on it (or get a callback); a cast reads its
+connection's I/O lock, and wait on it (or get a callback, run once the lock
+is let go: the application's code never holds up the connection's I/O); a cast reads its
 own confirm when it can (:meth:`Publisher.publish_and_wait`). When the lock is
 busy (or the connection cannot lend it), messages queue in an outbox instead,
 and one wake-up of the I/O thread (pika's ``add_callback_threadsafe``)
@@ -29,6 +30,7 @@ import pika
 import pika.exceptions as pex
 from pika.channel import Channel
 
+from notify_transport.backoff import Backoff
 from notify_transport.drivers.rabbit.connection import ChannelUser, RabbitConnection, describe
 from notify_transport.drivers.rabbit.topology import ExchangeSpec, QueueSpec
 from notify_transport.exceptions import AccessDenied, MessageDeliveryFailure
@@ -37,6 +39,8 @@ LOG = logging.getLogger(__name__)
 
 #: Channel errors a message may meet (e.g. a fanout exchange deleted under it) before failing.
 MAX_CHANNEL_ERRORS = 5
+#: Spacing of the publishing channel's reopening after channel errors in a row (until a confirm).
+REOPEN_BACKOFF = Backoff(initial=0.02, factor=2.0, maximum=2.0)
 
 
 class PendingPublish:
@@ -44,7 +48,7 @@ class PendingPublish:
 
     __slots__ = ("exchange", "routing_key", "body", "properties", "mandatory", "queue", "retry",
                  "attempts", "channel_errors", "returned", "error", "cancelled", "pending_return",
-                 "_done", "_unfinished", "_on_done")
+                 "on_done", "_done", "_unfinished", "_settling")
 
     def __init__(self, exchange: ExchangeSpec, routing_key: str, body: bytes,
                  properties: pika.BasicProperties, mandatory: bool = False,
@@ -68,7 +72,10 @@ class PendingPublish:
         # Held until finished: waiting is acquiring it (a bare lock, cheaper than an Event).
         self._unfinished = threading.Lock()
         self._unfinished.acquire()
-        self._on_done = on_done
+        # Taken by the one finish() that settles the outcome.
+        self._settling = threading.Lock()
+        #: called with the message once it is done, outside the connection's lock
+        self.on_done = on_done
 
     def __repr__(self) -> str:
         return f"<PendingPublish {self.exchange.name or '(default)'}/{self.routing_key}>"
@@ -93,19 +100,27 @@ class PendingPublish:
         """The sender gave up: do not publish it if it has not gone out yet."""
         self.cancelled = True
 
-    def finish(self, error: BaseException | None = None, returned: str | None = None) -> None:
-        if self._done:
-            return
+    def finish(self, error: BaseException | None = None, returned: str | None = None) -> bool:
+        """Settle the outcome and release the waiters, once; True for the call that did.
+
+        Thread-safe: when two threads finish a message at once (say a close
+        failing it while the I/O thread confirms it), one outcome wins whole
+        and the other call changes nothing. The caller that got True owes the
+        ``on_done`` callback (:meth:`run_on_done`).
+        """
+        if not self._settling.acquire(False):
+            return False
         self.error = error
         self.returned = returned
         self._done = True
-        try:
-            self._unfinished.release()
-        except RuntimeError:  # finished by two threads at once (only when closing): once is enough
-            return
-        if self._on_done is not None:
+        self._unfinished.release()
+        return True
+
+    def run_on_done(self) -> None:
+        """Call ``on_done`` (a failing one is logged)."""
+        if self.on_done is not None:
             try:
-                self._on_done(self)
+                self.on_done(self)
             except Exception:
                 LOG.exception("Callback of %r failed", self)
 
@@ -173,6 +188,12 @@ class Publisher(ChannelUser):
             self.publish(message)
         return message.wait(None if deadline is None else max(0.0, deadline - time.monotonic()))
 
+    def _finish(self, message: PendingPublish, error: BaseException | None = None,
+                returned: str | None = None) -> None:
+        """Settle ``message``; its ``on_done`` runs once this thread lets go of the connection's lock."""
+        if message.finish(error, returned) and message.on_done is not None:
+            self.conn.call_unlocked(message.run_on_done)
+
     def _take_outbox(self) -> collections.deque[PendingPublish]:
         with self._outbox_lock:
             batch, self._outbox = self._outbox, collections.deque()
@@ -181,7 +202,7 @@ class Publisher(ChannelUser):
 
     def _fail_outbox(self, error: BaseException) -> None:
         for message in self._take_outbox():
-            message.finish(error=error)
+            self._finish(message, error=error)
 
     # -- I/O thread ----------------------------------------------------------------
     def _io_flush_outbox(self) -> None:
@@ -213,7 +234,7 @@ class Publisher(ChannelUser):
         if message.done:
             return
         if message.cancelled:
-            message.finish(error=MessageDeliveryFailure("cancelled by the sender"))
+            self._finish(message, error=MessageDeliveryFailure("cancelled by the sender"))
             return
         channel = self._channel
         if not self._ready or channel is None or not channel.is_open:
@@ -235,14 +256,14 @@ class Publisher(ChannelUser):
             return
         except Exception as exc:  # e.g. a body pika cannot frame
             self._by_key.pop(str(tag), None)
-            message.finish(error=MessageDeliveryFailure(f"cannot publish: {exc}"))
+            self._finish(message, error=MessageDeliveryFailure(f"cannot publish: {exc}"))
             return
         self._next_tag = tag + 1
         if self.confirms:
             self._unconfirmed[tag] = message
         else:
             self._by_key.pop(str(tag), None)
-            message.finish()
+            self._finish(message)
 
     def _io_declare(self, channel: Channel, message: PendingPublish) -> None:
         exchange = message.exchange
@@ -300,11 +321,12 @@ class Publisher(ChannelUser):
                 continue
             self._by_key.pop(str(pending_tag), None)
             if acked:
-                message.finish(returned=message.pending_return)
+                self._finish(message, returned=message.pending_return)
             else:
                 message.attempts += 1
                 if message.retry is not None and message.attempts > message.retry:
-                    message.finish(error=MessageDeliveryFailure("the broker rejected (nacked) the message"))
+                    self._finish(message, error=MessageDeliveryFailure(
+                        "the broker rejected (nacked) the message"))
                 else:
                     LOG.warning("The broker nacked a message to %r; publishing it again",
                                 message.exchange.name)
@@ -327,13 +349,13 @@ class Publisher(ChannelUser):
             if channel_error:
                 message.channel_errors += 1
                 if not retry_may_help or message.channel_errors > MAX_CHANNEL_ERRORS:
-                    message.finish(error=MessageDeliveryFailure(
+                    self._finish(message, error=MessageDeliveryFailure(
                         f"publishing to exchange {message.exchange.name!r} failed: {describe(reason)}"))
                     continue
             else:
                 message.attempts += 1
                 if message.retry is not None and message.attempts > message.retry:
-                    message.finish(error=MessageDeliveryFailure(
+                    self._finish(message, error=MessageDeliveryFailure(
                         f"connection lost before the broker confirmed the message "
                         f"({describe(reason)}), after {message.attempts} attempt(s)"))
                     continue
@@ -345,9 +367,9 @@ class Publisher(ChannelUser):
         for message in self._backlog:
             message.attempts += 1
             if isinstance(fatal, AccessDenied):
-                message.finish(error=fatal)
+                self._finish(message, error=fatal)
             elif message.retry is not None and message.attempts > message.retry:
-                message.finish(error=MessageDeliveryFailure(
+                self._finish(message, error=MessageDeliveryFailure(
                     f"cannot connect to RabbitMQ after {message.attempts} attempt(s): "
                     f"{self.conn.last_error}"))
             elif not message.done:
@@ -356,13 +378,13 @@ class Publisher(ChannelUser):
 
     def io_reopen_delay(self, reason: BaseException) -> float | None:
         self._reopen_failures += 1
-        return min(0.01 * (2 ** min(self._reopen_failures, 8)), 2.0)
+        return REOPEN_BACKOFF.delay(self._reopen_failures)
 
     def io_fail_all(self, error: BaseException) -> None:
         """Fail everything not yet confirmed (used when closing)."""
         self._fail_outbox(error)
         for message in list(self._unconfirmed.values()) + list(self._backlog):
-            message.finish(error=error)
+            self._finish(message, error=error)
         self._unconfirmed.clear()
         self._backlog.clear()
         self._by_key.clear()

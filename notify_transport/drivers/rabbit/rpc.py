@@ -26,6 +26,9 @@ import time
 import uuid
 from typing import Any, Callable
 
+from cachetools import TTLCache
+
+from notify_transport.backoff import Backoff
 from notify_transport.drivers import envelope
 from notify_transport.drivers.base import IncomingMessage, Listener
 from notify_transport.drivers.rabbit.codec import BodyCodec
@@ -43,6 +46,10 @@ from notify_transport.target import Target
 LOG = logging.getLogger(__name__)
 
 DEFAULT_EXCHANGE = ExchangeSpec("", "direct")
+#: Spacing of a call's publishes while no queue is bound to its routing key (a server starting).
+NO_QUEUE_BACKOFF = Backoff(initial=0.05, factor=2.0, maximum=1.0)
+#: Spacing of a reply's publishes while the caller's reply queue is missing (oslo: every 0.25 s).
+MISSING_REPLY_QUEUE_BACKOFF = Backoff(initial=0.25, factor=1.0, maximum=0.25)
 
 
 # -- client side ----------------------------------------------------------------------
@@ -188,9 +195,8 @@ class RpcSender:
         msg["_unique_id"] = uuid.uuid4().hex
         body = self._codec.encode(msg, ctxt)
         waiter = router.register(msg_id)
-        unroutable = False
+        unroutable = 0
         try:
-            backoff = 0.05
             while True:
                 remaining = deadline - time.monotonic()
                 if remaining <= 0:
@@ -208,10 +214,9 @@ class RpcSender:
                     break
                 if failed.error is not None:
                     raise failed.error
-                unroutable = True  # no queue yet: a server may be starting
+                unroutable += 1  # no queue yet: a server may be starting
                 LOG.debug("Call %s to %s: no queue bound yet (%s); retrying", msg_id, key, failed.returned)
-                time.sleep(max(0.0, min(backoff, deadline - time.monotonic())))
-                backoff = min(backoff * 2, 1.0)
+                NO_QUEUE_BACKOFF.wait(unroutable, deadline=deadline)
         finally:
             router.unregister(msg_id)
         detail = (f"; no queue is bound to routing key {key!r} on exchange {exchange.name!r} "
@@ -290,8 +295,10 @@ class Replier:
         self._publisher = publisher
         self._codec = codec
         self._timeout = missing_queue_timeout
-        self._obsolete: collections.OrderedDict[str, float] = collections.OrderedDict()
-        self._lock = threading.Lock()
+        #: reply queues found missing for good: replies to them are dropped for a while
+        self._obsolete: TTLCache[str, bool] = TTLCache(self.OBSOLETE_SIZE, self.OBSOLETE_TTL,
+                                                       timer=time.monotonic)
+        self._lock = threading.Lock()  # cachetools' caches are not thread-safe
 
     def reply(self, msg_id: str, reply_q: str, result: Any = None, failure: Any = None,
               ending: bool = True) -> None:
@@ -303,14 +310,15 @@ class Replier:
         msg = {"result": result, "failure": failure, "ending": ending, "_msg_id": msg_id,
                "_unique_id": uuid.uuid4().hex}
         body = self._codec.encode(msg, None)
-        self._send(body, msg_id, reply_q, time.monotonic())
+        self._send(body, msg_id, reply_q, time.monotonic(), 1)
 
-    def _send(self, body: bytes, msg_id: str, reply_q: str, started: float) -> None:
+    def _send(self, body: bytes, msg_id: str, reply_q: str, started: float, attempt: int) -> None:
         def done(message: PendingPublish) -> None:
             if message.ok:
                 return
             if message.returned and time.monotonic() - started < self._timeout:
-                self._conn.call_later(0.25, lambda: self._send(body, msg_id, reply_q, started))
+                self._conn.call_later(MISSING_REPLY_QUEUE_BACKOFF.delay(attempt),
+                                      lambda: self._send(body, msg_id, reply_q, started, attempt + 1))
             elif message.returned:
                 self._mark_obsolete(reply_q)
                 LOG.error("The reply %s failed to send after %d seconds due to a missing queue "
@@ -323,19 +331,11 @@ class Replier:
 
     def _is_obsolete(self, reply_q: str) -> bool:
         with self._lock:
-            expiry = self._obsolete.get(reply_q)
-            if expiry is None:
-                return False
-            if expiry < time.monotonic():
-                del self._obsolete[reply_q]
-                return False
-            return True
+            return reply_q in self._obsolete
 
     def _mark_obsolete(self, reply_q: str) -> None:
         with self._lock:
-            self._obsolete[reply_q] = time.monotonic() + self.OBSOLETE_TTL
-            while len(self._obsolete) > self.OBSOLETE_SIZE:
-                self._obsolete.popitem(last=False)
+            self._obsolete[reply_q] = True
 
 
 class RpcIncomingMessage(IncomingMessage):

@@ -18,6 +18,7 @@ from types import SimpleNamespace
 
 import pika
 
+from notify_transport.backoff import Backoff
 from notify_transport.exceptions import ConfigurationError
 from notify_transport.url import TransportHost, TransportURL
 
@@ -67,6 +68,12 @@ class RabbitSettings:
             raise ConfigurationError(f"rabbit_login_method {opts.rabbit_login_method!r} is not "
                                      "supported by pika; use PLAIN, AMQPLAIN or EXTERNAL")
         self._ssl_context = build_ssl_context(opts) if opts.ssl else None
+        #: Spacing of the rounds over the hosts after ``n`` failed rounds, as kombu's
+        #: ensure_connection spaces them: interval + (n-1) * backoff, capped, plus the splay.
+        self.reconnect_backoff = Backoff(
+            initial=float(opts.rabbit_retry_interval), factor=1.0,
+            step=float(opts.rabbit_retry_backoff), maximum=float(opts.rabbit_interval_max),
+            jitter=float(opts.kombu_reconnect_splay))
 
     @staticmethod
     def _endpoint(host: TransportHost) -> Endpoint:
@@ -97,16 +104,6 @@ class RabbitSettings:
                                "capabilities": {"authentication_failure_close": True,
                                                 "connection.blocked": True,
                                                 "consumer_cancel_notify": True}})
-
-    def reconnect_delay(self, failed_rounds: int) -> float:
-        """Seconds before the next round over the hosts, as kombu's ensure_connection spaces them."""
-        if failed_rounds <= 0:
-            return 0.0
-        delay = self.opts.rabbit_retry_interval + (failed_rounds - 1) * self.opts.rabbit_retry_backoff
-        delay = min(float(delay), float(self.opts.rabbit_interval_max))
-        if self.opts.kombu_reconnect_splay > 0:
-            delay += random.uniform(0, self.opts.kombu_reconnect_splay)  # noqa: S311
-        return delay
 
     def next_order(self) -> list[Endpoint]:
         """Endpoints for the next round, per ``kombu_failover_strategy``."""
