@@ -21,9 +21,9 @@ import sys
 import threading
 from typing import Any, Sequence
 
-from notify_transport.cli.common import add_transport_args, configured_url, load_conf
+from notify_transport.cli.common import configured_url, load_conf
 from notify_transport.cli.ops.args import positive_float
-from notify_transport.cli.ops.output import table
+from notify_transport.cli.ops.output import emit
 from notify_transport.listeners import (BrokenListenerError, EntryPointListener, UnknownListenerError,
                                         load_listeners, registered_entries, stop_servers)
 from notify_transport.notify.counters_log import CountersLog
@@ -53,7 +53,6 @@ ABRUPT_GRACE = 3.0
 def add_parser(sub: Any) -> None:
     p = sub.add_parser("serve", help="run the listeners registered through entry points",
                        description=DESCRIPTION, formatter_class=argparse.RawDescriptionHelpFormatter)
-    add_transport_args(p)
     p.add_argument("names", nargs="*", metavar="NAME",
                    help="listeners to run (entry point names); default: every registered one")
     p.add_argument("--list", action="store_true",
@@ -72,7 +71,7 @@ def run(args: argparse.Namespace) -> int:
     _log_info_by_default()
     conf = load_conf(args)
     if args.list:
-        return _list(conf, args.names)
+        return _list(conf, args)
     url = configured_url(args, conf)
     if not url:
         return _error("no notification transport configured: give --transport-url, a --config-file "
@@ -108,9 +107,13 @@ def _log_info_by_default() -> None:
             logger.setLevel(logging.INFO)
 
 
-def _list(conf: Any, names: Sequence[str]) -> int:
+#: The columns of ``serve --list`` (cliff's -c takes these names).
+LIST_HEADERS = ("NAME", "DISTRIBUTION", "TOPICS", "POOL", "DELIVERY", "ENTRY POINT")
+
+
+def _list(conf: Any, args: argparse.Namespace) -> int:
     try:
-        listeners, broken = load_listeners(conf, names, skip_broken=True)
+        listeners, broken = load_listeners(conf, args.names, skip_broken=True)
     except UnknownListenerError as exc:
         return _error(str(exc), EXIT_USAGE)
     rows = [(lst.name, lst.entry.distribution, ",".join(lst.topics), lst.pool,
@@ -119,7 +122,7 @@ def _list(conf: Any, names: Sequence[str]) -> int:
     if not rows and not registered_entries():
         print("no listener registered in entry point group notify_transport.listeners")
         return EXIT_OK
-    print(table(("NAME", "DISTRIBUTION", "TOPICS", "POOL", "DELIVERY", "ENTRY POINT"), sorted(rows)))
+    emit(args, LIST_HEADERS, sorted(rows))
     return EXIT_FAILURE if broken else EXIT_OK
 
 
