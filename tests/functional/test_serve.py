@@ -198,9 +198,9 @@ def restart_audit_until_everything_arrived(serve: Callable[..., Serve], setup: S
 def test_list_shows_the_registered_listeners_with_their_distribution_topics_and_pool(
         listener_dists, tmp_path, broker) -> None:
     setup = Setup(tmp_path, broker.url(), billing={"topics": "alpha,beta"})
-    proc = run_cli([listener_dists["demo"]], "--list", "--config-file", str(setup.conf_file))
+    proc = run_cli([listener_dists["demo"]], "--list", "--config-file", str(setup.conf_file), "-f", "value")
     assert proc.returncode == 0, proc.stderr
-    rows = {line.split()[0]: line.split() for line in proc.stdout.splitlines()[1:]}
+    rows = {line.split()[0]: line.split() for line in proc.stdout.splitlines()}
     assert set(rows) == {"audit", "billing"}, proc.stdout
     assert rows["audit"][1:3] == ["ntlisteners-demo", "0.1.0"]
     # the class says topics=["notifications"]: the class attribute wins over [oslo_messaging_notifications]
