@@ -6,7 +6,7 @@ import contextlib
 import importlib.util
 import logging
 import os
-from typing import Iterator, Sequence
+from typing import Callable, Iterator, Sequence
 
 from oslo_config import cfg
 
@@ -39,8 +39,13 @@ def require_extra(extra: str, modules: Sequence[str], what: str) -> None:
                            f"pip install 'notify-transport[{extra}]'")
 
 
-def load_conf(args: argparse.Namespace) -> cfg.ConfigOpts:
-    """A fresh ConfigOpts reading --config-file then --config-dir; a file that cannot be read is one line."""
+def load_conf(args: argparse.Namespace,
+              register: Callable[[cfg.ConfigOpts], None] | None = None) -> cfg.ConfigOpts:
+    """A fresh ConfigOpts reading --config-file then --config-dir; a file that cannot be read is one line.
+
+    ``register`` registers options that must be known before the files are
+    parsed (oslo.log's, which are also command-line options).
+    """
     files = list(getattr(args, "config_file", None) or [])
     dirs = list(getattr(args, "config_dir", None) or [])
     for path in files:
@@ -53,6 +58,8 @@ def load_conf(args: argparse.Namespace) -> cfg.ConfigOpts:
         if not os.path.isdir(path):
             raise ConfigurationError(f"config dir {path}: no such directory")
     conf = cfg.ConfigOpts()
+    if register is not None:
+        register(conf)
     try:
         conf(args=[], project="notify-transport", default_config_files=files, default_config_dirs=dirs)
     except cfg.Error as exc:
