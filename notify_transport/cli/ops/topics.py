@@ -12,13 +12,13 @@ from notify_transport.cli.ops.output import EXIT_OK, emit, fail, failures_exit_1
 from notify_transport.cli.ops.topic_kinds import DEAD_LETTER, NOTIFICATION, OTHER, RETRY, TopicNamer
 
 DESCRIPTION = """\
-List the notification topics of the cluster, one row each, by vhost: Kafka topics named
-TOPIC.PRIORITY[.VHOST] as the Kafka driver names them, with their partitions and
-the number of notifications they keep (end offset minus earliest offset, summed
-over the partitions). Retry and dead-letter topics (named from the
-[oslo_messaging_kafka] retry_topic and dead_letter_topic templates,
-{topic}.retry.{pool} and {topic}.dlq by default) are listed under the
-notification topic they belong to, labelled retry (with their pool) or
+List the notification topics of the cluster, one row each, by vhost: Kafka
+topics named TOPIC.PRIORITY[.VHOST] as the Kafka driver names them, with their
+partitions and the number of notifications they keep (end offset minus earliest
+offset, summed over the partitions). Retry and dead-letter topics (named from
+the [oslo_messaging_kafka] retry_topic and dead_letter_topic templates,
+{topic}.retry.{pool} and {topic}.dlq by default) are listed after the
+notification topic they belong to, of KIND retry (with their POOL) or
 dead-letter. Topics that are not named like that are left out unless --all is
 given; Kafka's internal topics are always left out.
 
