@@ -395,8 +395,10 @@ def test_two_workers_share_the_pool_survive_a_killed_worker_and_stop_on_sigterm(
     wait_for(lambda: set(setup.received()["audit"]) == set(range(count)), 120,
              "every notification, the killed worker's included")
     wait_for(lambda: len(proc.children()) == 2 and workers[1] not in proc.children(), 30, "a new worker")
-    # both workers logged their counters, as structured lines
+    # both workers logged their counters
     assert "listener audit: received=" in proc.output()
+    proc.signal(signal.SIGHUP)  # the master passes it to every worker, which reloads its options
+    wait_for(lambda: proc.output().count("options reloaded: stats_interval=1s") == 2, 30, "both reloads")
     proc.signal(signal.SIGTERM)
     assert proc.wait(STOP_TIMEOUT + 30) == 0, proc.output()
     assert committed_total(broker.bootstrap, setup.pools["audit"], setup.topic) == count
