@@ -112,7 +112,7 @@ class NotifyTransportApp(App):
     def interact(self) -> None:
         """No command given: the help, and exit status 2 (no interactive shell)."""
         self.no_command = True
-        self.parser.print_help(self.stdout)
+        self.run_subcommand(["help"])
 
     def run_subcommand(self, argv: list[str]) -> int:
         try:
@@ -143,4 +143,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 if __name__ == "__main__":  # pragma: no cover
-    sys.exit(main())
+    # the application from its module, not from __main__ (cliff names the commands' distribution
+    # in the help when it differs from the application's)
+    from notify_transport.cli.main import main as _main
+
+    sys.exit(_main())
