@@ -557,3 +557,41 @@ def test_joining_dash_values_only_glues_them_to_their_option(argv) -> None:
         else:
             split.append(item)
     assert split == argv
+
+
+@pytest.mark.parametrize("argv", [["topics"], ["lag"], ["lag", "--describe"],
+                                  ["replay", "--pool", "p", "--to-latest"], ["serve", "--list"]])
+def test_every_listing_command_takes_cliffs_output_options(argv) -> None:
+    args = cli_main.parse_args([*argv, "-f", "csv", "-c", "POOL", "-c", "TOPIC", "--sort-column", "POOL",
+                                "--max-width", "80", "--noindent", "--quote", "all"])
+    assert (args.formatter, args.columns, args.sort_columns) == ("csv", ["POOL", "TOPIC"], ["POOL"])
+    for fmt in ("table", "json", "yaml", "value"):
+        assert cli_main.parse_args([*argv, "-f", fmt]).formatter == fmt
+
+
+def test_a_listing_body_hands_its_rows_to_cliff(capsys) -> None:
+    from notify_transport.cli import commands
+
+    class Body:
+        @staticmethod
+        def add_parser(sub):
+            parser = sub.add_parser("listing", help="a listing")
+            parser.set_defaults(func=lambda args: (setattr(args, "seen", args.output_format),
+                                                   emit_rows(args))[-1])
+            return parser
+
+    def emit_rows(args) -> int:
+        from notify_transport.cli.ops.output import emit
+
+        emit(args, ("NAME", "N"), [("b", None), ("a", 2)])
+        return 1  # the body's exit status is the command's
+
+    class Listing(commands.ModuleLister):
+        module = Body
+
+    app = cli_main.NotifyTransportApp()
+    app.command_manager.add_command("listing", Listing)
+    assert app.run(["listing", "-f", "csv", "--sort-column", "NAME"]) == 1
+    assert capsys.readouterr().out.splitlines() == ['"NAME","N"', '"a",2', '"b",""']
+    assert app.run(["listing", "-f", "value", "-c", "NAME"]) == 1
+    assert capsys.readouterr().out.splitlines() == ["b", "a"]
