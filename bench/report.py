@@ -76,6 +76,8 @@ MEASURES: tuple[Measure, ...] = (
             (Target("vs_oslo_min", 10), Target("vs_raw_min", 0.5))),
     Measure("kafka_listen_p6", "  raw = consume + orjson decode of each record", "rate", "msg/s",
             (), raw_metric="decode_rate", impls=("ours", "raw")),
+    Measure("serve_w1", "serve dispatch, 1 worker, 4 partitions", "rate", "msg/s", impls=("ours",)),
+    Measure("serve_w2", "serve dispatch, 2 workers, 4 partitions", "rate", "msg/s", impls=("ours",)),
     Measure("kafka_e2e", "Kafka e2e latency p50 @500/s", "p50_ms", "ms", (), False),
     Measure("kafka_e2e", "Kafka e2e latency p99 @500/s", "p99_ms", "ms",
             (Target("abs_max", 10),), False),

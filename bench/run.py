@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import datetime
+import functools
 import json
 import logging
 import os
@@ -33,7 +34,7 @@ from bench.procs import Worker, WorkerError, run_worker
 LOG = logging.getLogger("bench")
 RESULTS_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "results")
 
-KAFKA_MEASURES = ("kafka_send", "kafka_listen", "kafka_e2e")
+KAFKA_MEASURES = ("kafka_send", "kafka_listen", "kafka_e2e", "serve_workers")
 RABBIT_MEASURES = ("rpc", "rabbit_notify")
 ALL_MEASURES = KAFKA_MEASURES + RABBIT_MEASURES
 
@@ -61,13 +62,17 @@ class Sizes:
     rabbit_notify_warmup: int = 200
     #: interleaved repetitions of the Kafka throughput measures (the median is kept)
     rounds: int = 3
+    #: notify-transport serve with 1 and 2 workers: partitions of its topic, longest dispatch
+    serve_partitions: int = 4
+    serve_count: int = 100_000
+    serve_max_seconds: float = 60.0
 
     @classmethod
     def quick(cls) -> "Sizes":
         return cls(send_count=10_000, send_warmup=500, send_max_seconds=6.0, listen_count=8_000,
                    listen_max_seconds=5.0, listen_idle_seconds=1.5, e2e_seconds=3.0, rpc_warmup=20, rpc_seq_calls=500,
                    rpc_seq_seconds=1.5, rpc_thread_seconds=2.0, rpc_casts=500,
-                   rabbit_notify_count=1_000, rabbit_notify_warmup=50, rounds=1)
+                   rabbit_notify_count=1_000, rabbit_notify_warmup=50, rounds=1, serve_count=20_000)
 
 
 def build_parser(parser: argparse.ArgumentParser | None = None) -> argparse.ArgumentParser:
@@ -301,6 +306,27 @@ class Run:
             for impl, results in rounds.items():
                 self.record(key, impl, median_result(results, "rate"))
 
+    def serve_workers(self) -> None:
+        """``notify-transport serve`` with 1 and 2 worker processes, one pool, one topic of
+        several partitions (ours only: the service has no oslo.messaging counterpart)."""
+        from bench.serve_workers import measure
+
+        if "ours" not in self.impls:
+            return
+        s = self.sizes
+        for workers in (1, 2):
+            key = f"serve_w{workers}"
+            base = f"{self.prefix}-serve-w{workers}"
+            topic = f"{base}.info"
+            brokers.create_topics(self.bootstrap, [topic], s.serve_partitions)
+            group = f"{self.prefix}-serve-pool-w{workers}"
+            brokers.commit_start_offsets(self.bootstrap, group, topic)
+            result = measure(self.bootstrap, base, group, s.serve_count, workers,
+                             fill=functools.partial(self._prefill, topic, s.serve_count),
+                             max_seconds=s.serve_max_seconds)
+            result["partitions"] = s.serve_partitions
+            self.record(key, "ours", result)
+
     def kafka_e2e(self) -> None:
         s = self.sizes
         for impl in self.impls:
@@ -407,6 +433,8 @@ class Run:
                             self.guarded("kafka_send", self.kafka_send, 10)
                         if "kafka_listen" in self.measures:
                             self.guarded("kafka_listen", self.kafka_listen, 20)
+                        if "serve_workers" in self.measures:
+                            self.guarded("serve_workers", self.serve_workers, 30)
                     finally:
                         procs.kill_all()
                         deleted = brokers.delete_topics(bootstrap, self.prefix)

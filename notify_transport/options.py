@@ -57,6 +57,40 @@ notifier_opts = [
 ]
 
 
+SERVE_GROUP = "serve"
+
+#: ``notify-transport serve``: the service's own options (its command-line flags override them).
+serve_opts = [
+    cfg.IntOpt('workers', default=1, min=1,
+               help='Processes running the same listeners, each a member of the '
+                    'same consumer groups (pools), so that the listeners use more '
+                    'than one core. With more than one, a master process starts, '
+                    'watches and restarts them (cotyledon).'),
+    cfg.FloatOpt('stats_interval', default=60.0, min=0.1, mutable=True,
+                 help='Seconds between the per-listener counter lines (received, '
+                      'dispatched, failed, lag) in the log. Reloaded on SIGHUP.'),
+    cfg.FloatOpt('stop_timeout', default=30.0, min=0.1, mutable=True,
+                 help='Seconds a graceful stop (SIGTERM) may take to drain the work '
+                      'in flight and commit it. Reloaded on SIGHUP.'),
+    cfg.BoolOpt('static_membership', default=True,
+                help='On Kafka, each worker joins its consumer groups with a '
+                     'group.instance.id of its own (GROUP_INSTANCE_PREFIX-WORKER), '
+                     'so a worker restarted after dying takes its partitions back at '
+                     'once instead of waiting for the broker to evict it. Not applied '
+                     'when [oslo_messaging_kafka] consumer_config sets '
+                     'group.instance.id itself.'),
+    cfg.StrOpt('group_instance_prefix',
+               help='Prefix of the workers\' group.instance.id (default: '
+                    'notify-transport-serve.HOSTNAME). Two serve services on one host '
+                    'running the same listeners need different prefixes.'),
+]
+
+
+def register_serve_opts(conf: cfg.ConfigOpts) -> None:
+    """Register the ``[serve]`` group."""
+    register_opts(conf, serve_opts, SERVE_GROUP)
+
+
 def register_transport_opts(conf: cfg.ConfigOpts) -> None:
     """Register ``[DEFAULT] transport_url`` and ``control_exchange``."""
     register_opts(conf, transport_opts)
@@ -75,6 +109,7 @@ def list_opts() -> list[tuple[str | None, list[Any]]]:
         (None, copy.deepcopy(transport_opts)),
         (NOTIFICATIONS_GROUP, copy.deepcopy(notifier_opts) + [copy.deepcopy(routing_config_opt)]),
         (KAFKA_GROUP, copy.deepcopy(kafka_opts())),
+        (SERVE_GROUP, copy.deepcopy(serve_opts)),
     ]
     try:
         from notify_transport.drivers.rabbit.options import GROUP as RABBIT_GROUP, all_opts as rabbit_opts

@@ -29,8 +29,13 @@ extensions = [
     "sphinx.ext.autodoc",
     "sphinx.ext.intersphinx",
     "oslo_config.sphinxext",
-    "sphinxarg.ext",  # sphinx-argparse: the CLI reference from the parser (cli.rst)
+    "cliff.sphinxext",  # the CLI reference from the cliff commands (cli.rst)
+    "reno.sphinxext",  # the release notes from releasenotes/notes (releasenotes.rst)
 ]
+
+# the CLI reference: commands as "notify-transport COMMAND"; --help is not worth a line each
+autoprogram_cliff_application = "notify-transport"
+autoprogram_cliff_ignored = ["--help"]
 
 #: quotes and ellipses only: "--option" must not become an en dash in the CLI reference
 smartquotes_action = "qe"

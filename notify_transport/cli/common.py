@@ -6,18 +6,19 @@ import contextlib
 import importlib.util
 import logging
 import os
-from typing import Iterator, Sequence
+from typing import Callable, Iterator, Sequence
 
 from oslo_config import cfg
 
-from notify_transport.cli import global_options
-from notify_transport.cli.global_options import URL_ENV
 from notify_transport.exceptions import ConfigurationError
 from notify_transport.options import NOTIFICATIONS_GROUP, register_notifier_opts, register_transport_opts
 
 LOG = logging.getLogger(__name__)
 
-__all__ = ["URL_ENV", "MissingExtra", "add_transport_args", "configured_url", "load_conf",
+#: Environment variable naming a transport URL when none is given otherwise.
+URL_ENV = "NOTIFY_TRANSPORT_URL"
+
+__all__ = ["URL_ENV", "MissingExtra", "configured_url", "load_conf",
            "require_extra", "url_or_embedded_broker"]
 
 
@@ -38,15 +39,13 @@ def require_extra(extra: str, modules: Sequence[str], what: str) -> None:
                            f"pip install 'notify-transport[{extra}]'")
 
 
-def add_transport_args(parser: argparse.ArgumentParser) -> None:
-    """Kept for commands written before the global options: ``--config-file``,
-    ``--config-dir`` and ``--transport-url`` are now on every command (see
-    :mod:`notify_transport.cli.global_options`), so this adds nothing."""
+def load_conf(args: argparse.Namespace,
+              register: Callable[[cfg.ConfigOpts], None] | None = None) -> cfg.ConfigOpts:
+    """A fresh ConfigOpts reading --config-file then --config-dir; a file that cannot be read is one line.
 
-
-def load_conf(args: argparse.Namespace) -> cfg.ConfigOpts:
-    """A fresh ConfigOpts reading --config-file then --config-dir; a file that cannot be read is one line."""
-    global_options.merge(args)  # idempotent; for parsers built outside cli.main
+    ``register`` registers options that must be known before the files are
+    parsed (oslo.log's, which are also command-line options).
+    """
     files = list(getattr(args, "config_file", None) or [])
     dirs = list(getattr(args, "config_dir", None) or [])
     for path in files:
@@ -59,6 +58,8 @@ def load_conf(args: argparse.Namespace) -> cfg.ConfigOpts:
         if not os.path.isdir(path):
             raise ConfigurationError(f"config dir {path}: no such directory")
     conf = cfg.ConfigOpts()
+    if register is not None:
+        register(conf)
     try:
         conf(args=[], project="notify-transport", default_config_files=files, default_config_dirs=dirs)
     except cfg.Error as exc:

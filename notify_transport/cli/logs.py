@@ -49,19 +49,23 @@ class DropRepeats(logging.Filter):
         return True
 
 
-def configure(debug: bool = False, verbose: int = 0) -> None:
-    """Set up the root logger on stderr for one command run (replacing earlier CLI handlers)."""
+def configure(debug: bool = False, verbose: int = 0, log_file: str | None = None) -> None:
+    """Set up the root logger on stderr (and ``log_file``) for one command run (replacing earlier
+    CLI handlers)."""
     level = logging.DEBUG if debug or verbose > 1 else logging.INFO if verbose else logging.WARNING
     root = logging.getLogger()
     for handler in list(root.handlers):
         if getattr(handler, "notify_transport_cli", False):
             root.removeHandler(handler)
-    handler = logging.StreamHandler(sys.stderr)
-    handler.notify_transport_cli = True  # type: ignore[attr-defined]
-    handler.setFormatter(logging.Formatter(FORMAT))
-    if not debug:
-        handler.addFilter(DropRepeats())
-    root.addHandler(handler)
+    handlers: list[logging.Handler] = [logging.StreamHandler(sys.stderr)]
+    if log_file:
+        handlers.append(logging.FileHandler(log_file))
+    for handler in handlers:
+        handler.notify_transport_cli = True  # type: ignore[attr-defined]
+        handler.setFormatter(logging.Formatter(FORMAT))
+        if not debug:
+            handler.addFilter(DropRepeats())
+        root.addHandler(handler)
     root.setLevel(level)
     for name in CHATTY:
         logging.getLogger(name).setLevel(logging.DEBUG if debug else logging.CRITICAL + 1)

@@ -1,115 +1,150 @@
-"""``notify-transport``: a thin command line over the public API.
+"""``notify-transport``: a thin command line over the public API, on cliff.
 
-Each subcommand lives in its own module exposing ``add_parser(subparsers)``
-and ``run(args) -> int``; this module only wires them together, sets up
-logging and turns library errors into one line and an exit status.
-
-Adding a command is one line in :data:`COMMANDS`. A command module imports
-only what its help needs; a command whose optional extra is not installed
-stays in the help and answers with how to install it
-(:func:`notify_transport.cli.common.require_extra`).
+The commands come from the ``notify_transport.cli`` entry point group (see
+:mod:`notify_transport.cli.commands`), so a package adds its own by declaring
+one there. This module holds the application: its global options
+(``--config-file``, ``--config-dir``, ``--transport-url``, cliff's ``-v``,
+``-q``, ``--debug``, ``--log-file``, ``--version``), given before or after the
+command, its logging, and the exit statuses.
 """
 from __future__ import annotations
 
 import argparse
-import importlib
+import importlib.metadata
+import logging
 import sys
-import textwrap
 from typing import Any, Sequence
 
-from notify_transport.cli import global_options, logs
-from notify_transport.exceptions import ConfigurationError, MessagingException
+from cliff.app import App
+from cliff.commandmanager import CommandManager
 
-#: subcommand modules, in help order.
-COMMANDS = (
-    "notify_transport.cli.demo",
-    "notify_transport.cli.ops",
-    "notify_transport.cli.serve",
-    "notify_transport.cli.pipeline_cmd",
-)
+from notify_transport.cli import logs
+from notify_transport.cli.commands import EXIT_USAGE, global_values
+from notify_transport.cli.common import URL_ENV
 
-#: exit statuses: done, failed, bad input or configuration, service unreachable, interrupted
-EXIT_OK, EXIT_FAILURE, EXIT_USAGE, EXIT_UNAVAILABLE, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
+#: Entry point group of the commands.
+NAMESPACE = "notify_transport.cli"
+#: Distribution name whose metadata gives ``--version``.
+DISTRIBUTION = "notify-transport"
+#: Options whose value may start with "-" (``--to-time -1h``, ``--from -10``).
+DASH_VALUE_OPTIONS = frozenset({"--to-time", "--from"})
+
+DESCRIPTION = """\
+OpenStack-style notifications over Kafka and RPC over RabbitMQ: run the demo,
+operate a notification bus (send, tail, lag, replay, topics), serve the
+listeners registered by packages, run the pipeline.
+
+Global options go before or after the command. Run 'notify-transport help
+COMMAND' or 'notify-transport COMMAND --help' for a command's options.
+
+exit status: 0 done, 1 failed, 2 bad input or configuration (missing file,
+unknown option, missing extra), 3 broker unreachable, 130 interrupted"""
 
 
-def build_parser() -> argparse.ArgumentParser:
-    return _build()[0]
+def version() -> str:
+    """The installed distribution's version (package metadata, not a copy in the code)."""
+    try:
+        return importlib.metadata.version(DISTRIBUTION)
+    except importlib.metadata.PackageNotFoundError:  # pragma: no cover - run from an unbuilt tree
+        return "unknown (not installed)"
 
 
-def reference_parser() -> argparse.ArgumentParser:
-    """The parser for the docs' CLI reference (sphinx-argparse reads descriptions as reStructuredText).
+def join_dash_values(argv: Sequence[str]) -> list[str]:
+    """``["--from", "-1h"]`` -> ``["--from=-1h"]``.
 
-    The commands' descriptions and examples are plain text laid out for a
-    terminal; here each becomes a literal block, so the reference shows them
-    exactly as ``--help`` does.
+    argparse takes a value starting with "-" that is not a plain negative
+    number for an unknown option; joining it to its option with "=" is the
+    public way to pass it.
     """
-    parser, sub = _build()
-    for command in sub.choices.values():
-        command.description = _literal(command.description)
-        command.epilog = _literal(command.epilog)
-    return parser
-
-
-def _literal(text: str | None) -> str | None:
-    if not text:
-        return text
-    return "::\n\n" + textwrap.indent(text, "   ")
-
-
-def _build() -> tuple[argparse.ArgumentParser, Any]:
-    parser = global_options.MainParser(
-        prog="notify-transport",
-        description="OpenStack-style notifications over Kafka and RPC over RabbitMQ: run the demo,\n"
-                    "operate a notification bus (send, tail, lag, replay, topics), run the pipeline.",
-        epilog="Global options go before or after the command. Run 'notify-transport COMMAND --help' "
-               "for a command's options.\n\nexit status: 0 done, 1 failed, 2 bad input or "
-               "configuration (missing file, unknown option, missing extra), 3 broker unreachable, "
-               "130 interrupted",
-        formatter_class=global_options.HelpFormatter)
-    global_options.add_global_options(parser, in_subcommand=False)
-    sub = parser.add_subparsers(dest="command", metavar="COMMAND",
-                                parser_class=global_options.CommandParser)
-    for name in COMMANDS:
-        try:
-            module = importlib.import_module(name)
-        except ImportError as exc:  # a command module that needs what is not installed
-            _add_unavailable(sub, name, exc)
+    out: list[str] = []
+    items = list(argv)
+    index = 0
+    while index < len(items):
+        item = items[index]
+        if item in DASH_VALUE_OPTIONS and index + 1 < len(items) and items[index + 1].startswith("-") \
+                and items[index + 1] != "--" and not items[index + 1].startswith("--"):
+            out.append(f"{item}={items[index + 1]}")
+            index += 2
             continue
-        module.add_parser(sub)
-    return parser, sub
+        out.append(item)
+        index += 1
+    return out
 
 
-def _add_unavailable(sub: Any, module: str, exc: ImportError) -> None:
-    """A command whose module cannot be imported: listed, and answering in one line why."""
-    command = module.rsplit(".", 1)[-1].removesuffix("_cmd")
-    reason = f"cannot import {exc.name or exc}: install the extra it needs"
-    parser = sub.add_parser(command, help=f"(unavailable: {reason})", description=reason)
+class NotifyTransportApp(App):
+    """The ``notify-transport`` application: cliff's, plus the configuration options."""
 
-    def unavailable(_args: argparse.Namespace) -> int:
-        raise ConfigurationError(f"'{command}' is unavailable: {reason}")
+    NAME = "notify-transport"
+    LOG = logging.getLogger("notify_transport.cli")
 
-    parser.set_defaults(func=unavailable)
+    def __init__(self) -> None:
+        super().__init__(description=DESCRIPTION, version=version(),
+                         command_manager=CommandManager(NAMESPACE), deferred_help=True)
+        self.no_command = False
+
+    def build_option_parser(self, description: str | None, version: str | None,
+                            argparse_kwargs: dict[str, Any] | None = None) -> argparse.ArgumentParser:
+        # no abbreviations: a command's own option is never taken for a global one; "resolve":
+        # --version and --debug below replace cliff's (the program's name, what --debug does)
+        parser = super().build_option_parser(
+            description, version, {"allow_abbrev": False, "prog": "notify-transport",
+                                   "formatter_class": argparse.RawDescriptionHelpFormatter,
+                                   "conflict_handler": "resolve", **(argparse_kwargs or {})})
+        parser.add_argument("--version", action="version", version=f"notify-transport {version}",
+                            help="print the version and exit")
+        parser.add_argument("--debug", action="store_true", default=False,
+                            help="log everything, the client libraries' own lines included, and "
+                                 "show tracebacks on errors")
+        parser.add_argument("--config-file", action="append", default=[], metavar="PATH",
+                            help="oslo.config file to read, may repeat (later files win)")
+        parser.add_argument("--config-dir", action="append", default=[], metavar="DIR",
+                            help="directory whose .conf files are read after --config-file, may repeat")
+        parser.add_argument("--transport-url", metavar="URL", default=None,
+                            help="e.g. kafka://host:9092/vhost or rabbit://user:pass@host:5672/; default: "
+                                 "[oslo_messaging_notifications] transport_url of the config files, "
+                                 f"then [DEFAULT] transport_url, then ${URL_ENV}")
+        return parser
+
+    def configure_logging(self) -> None:
+        logs.configure(debug=self.options.debug, verbose=max(0, self.options.verbose_level - 1),
+                       log_file=self.options.log_file)
+
+    def interact(self) -> None:
+        """No command given: the help, and exit status 2 (no interactive shell)."""
+        self.no_command = True
+        self.run_subcommand(["help"])
+
+    def run_subcommand(self, argv: list[str]) -> int:
+        try:
+            return super().run_subcommand(argv)
+        except ImportError as exc:  # a command whose module needs what is not installed
+            print(f"notify-transport: error: '{argv[0]}' is unavailable: cannot import "
+                  f"{exc.name or exc}: install the extra it needs", file=sys.stderr)
+            return EXIT_USAGE
+
+
+def parse_args(argv: Sequence[str]) -> argparse.Namespace:
+    """The arguments a command's body gets for ``argv`` (global options included), without running it.
+
+    For tests and tools: ``parse_args(["tail", "--from", "-10"]).start``.
+    """
+    app = NotifyTransportApp()
+    options, remainder = app.parser.parse_known_args(join_dash_values(argv))
+    factory, name, sub_argv = app.command_manager.find_command(remainder)
+    command = factory(app, options)
+    parsed = command.get_parser(f"notify-transport {name}").parse_args(sub_argv)
+    return global_values(options, parsed)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = build_parser()
-    args = parser.parse_args(argv)
-    logs.configure(debug=args.debug, verbose=args.verbose)
-    if not getattr(args, "func", None):
-        parser.print_help()
-        return EXIT_USAGE
-    try:
-        return int(args.func(args) or EXIT_OK)
-    except ConfigurationError as exc:
-        print(f"notify-transport: error: {exc}", file=sys.stderr)
-        return EXIT_USAGE
-    except MessagingException as exc:
-        print(f"notify-transport: {type(exc).__name__}: {exc}", file=sys.stderr)
-        return EXIT_UNAVAILABLE
-    except KeyboardInterrupt:
-        print("notify-transport: interrupted", file=sys.stderr)
-        return EXIT_INTERRUPTED
+    app = NotifyTransportApp()
+    code = app.run(join_dash_values(sys.argv[1:] if argv is None else argv))
+    return EXIT_USAGE if app.no_command else code
 
 
 if __name__ == "__main__":  # pragma: no cover
-    sys.exit(main())
+    # the application from its module, not from __main__ (cliff names the commands' distribution
+    # in the help when it differs from the application's)
+    from notify_transport.cli.main import main as _main
+
+    sys.exit(_main())

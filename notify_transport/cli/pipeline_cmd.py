@@ -15,8 +15,9 @@ import argparse
 import json
 import logging
 import sys
+from typing import Any
 
-from notify_transport.cli import common, global_options
+from notify_transport.cli import common
 from notify_transport.cli.ops import args as cli_args
 from notify_transport.drivers.naming import PRIORITIES
 from notify_transport.exceptions import ConfigurationError
@@ -43,25 +44,17 @@ Needs the spark extra: pip install 'notify-transport[spark]'. Progress lines
 with --debug only."""
 
 
-def add_parser(subparsers) -> argparse.ArgumentParser:
-    """Add ``pipeline`` with its ``run`` and ``report`` subcommands."""
-    summary = "Spark pipeline: archive, statistics and report of notifications"
+def _summary(text: str) -> str:
+    """A subcommand's one-line summary, saying how to install the extra when it is missing."""
     if common.missing_modules(EXTRA_MODULES):
-        summary += f" (needs: pip install 'notify-transport[{EXTRA}]')"
-    parser = subparsers.add_parser("pipeline", help=summary, description=DESCRIPTION)
-    configure_parser(parser)
-    return parser
+        text += f" (needs: pip install 'notify-transport[{EXTRA}]')"
+    return text
 
 
-def configure_parser(parser: argparse.ArgumentParser) -> None:
-    """The ``run`` and ``report`` subcommands on ``parser`` (also used standalone)."""
-    # CommandParser: the global options also work standalone (python -m notify_transport.pipeline)
-    sub = parser.add_subparsers(dest="pipeline_command", metavar="{run,report}",
-                                parser_class=global_options.CommandParser)
-    parser.set_defaults(func=lambda args: _usage(parser))
-
-    run_parser = sub.add_parser("run", help="run the archive and statistics jobs",
-                                description="Run the streaming jobs once or continuously.")
+def add_run_parser(sub: Any) -> argparse.ArgumentParser:
+    """``pipeline run``: its arguments on the parser ``sub.add_parser`` gives."""
+    run_parser = sub.add_parser("pipeline run", help=_summary("Spark pipeline: run the archive and statistics jobs"),
+                                description=DESCRIPTION)
     src = run_parser.add_argument_group("what to read")
     src.add_argument("--topic", "--topics", dest="topics", action="extend", type=_csv_list,
                      metavar="TOPIC[,...]",
@@ -119,20 +112,21 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
                        help="spark.sql.shuffle.partitions (default: 2)")
     spark.add_argument("--spark-conf", action="append", default=[], metavar="KEY=VALUE",
                        help="extra Spark setting (may repeat)")
-    run_parser.set_defaults(func=run)
+    run_parser.set_defaults(func=run, pipeline_command="run")
+    return run_parser
 
-    report_parser = sub.add_parser("report", help="build the HTML report from the job outputs",
+
+def add_report_parser(sub: Any) -> argparse.ArgumentParser:
+    """``pipeline report``: its arguments on the parser ``sub.add_parser`` gives."""
+    report_parser = sub.add_parser("pipeline report",
+                                   help=_summary("Spark pipeline: build the HTML report from the job outputs"),
                                    description="Write an HTML page with PNG charts; needs no Spark.")
     report_parser.add_argument("--output", required=True, metavar="DIR",
                                help="the pipeline's output folder")
     report_parser.add_argument("--report-dir", metavar="DIR", help="default: OUTPUT/report")
     report_parser.add_argument("--title", default="Notification bus report")
-    report_parser.set_defaults(func=run)
-
-
-def _usage(parser: argparse.ArgumentParser) -> int:
-    parser.print_help()
-    return 2
+    report_parser.set_defaults(func=run, pipeline_command="report")
+    return report_parser
 
 
 def _csv(value: str | None) -> tuple[str, ...]:

@@ -46,8 +46,10 @@ class CountersLog:
             counts = summary(metrics)
             self._log.debug("listener %s: metrics %s", name, metrics)
             lag = "unknown" if counts["lag"] is None else counts["lag"]
+            # the counters as fields too: oslo.log's JSON formatter (use_json) writes record.extra
             self._log.info("listener %s: received=%d dispatched=%d failed=%d lag=%s", name,
-                           counts["received"], counts["dispatched"], counts["failed"], lag)
+                           counts["received"], counts["dispatched"], counts["failed"], lag,
+                           extra={"extra": {"listener": name, **counts}})
 
     def start(self) -> "CountersLog":
         self._thread = threading.Thread(target=self._run, name="listener-counters", daemon=True)

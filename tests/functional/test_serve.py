@@ -117,6 +117,8 @@ class Serve:
             [sys.executable, "-m", "notify_transport.cli.main", "serve", "--config-file",
              str(setup.conf_file), "--stop-timeout", str(STOP_TIMEOUT), *args],
             stdout=self._out, stderr=subprocess.STDOUT,
+            # a process group of its own, as under systemd: cotyledon signals its whole group
+            start_new_session=True,
             env=env_with(*paths, NT_LISTENER_RECORD=str(setup.record), **env))
 
     def output(self) -> str:
@@ -136,9 +138,19 @@ class Serve:
         finally:
             self._out.close()
 
+    def children(self) -> list[int]:
+        """The pids of the worker processes (Linux: /proc)."""
+        pids: list[int] = []
+        for path in Path(f"/proc/{self.proc.pid}/task").glob("*/children"):  # any thread may fork
+            try:
+                pids += [int(pid) for pid in path.read_text().split()]
+            except OSError:  # the thread ended meanwhile
+                continue
+        return sorted(pids)
+
     def kill(self) -> None:
         if self.proc.poll() is None:
-            self.proc.kill()
+            os.killpg(self.proc.pid, signal.SIGKILL)  # the workers too
             self.proc.wait(10)
         self._out.close()
 
@@ -198,9 +210,9 @@ def restart_audit_until_everything_arrived(serve: Callable[..., Serve], setup: S
 def test_list_shows_the_registered_listeners_with_their_distribution_topics_and_pool(
         listener_dists, tmp_path, broker) -> None:
     setup = Setup(tmp_path, broker.url(), billing={"topics": "alpha,beta"})
-    proc = run_cli([listener_dists["demo"]], "--list", "--config-file", str(setup.conf_file))
+    proc = run_cli([listener_dists["demo"]], "--list", "--config-file", str(setup.conf_file), "-f", "value")
     assert proc.returncode == 0, proc.stderr
-    rows = {line.split()[0]: line.split() for line in proc.stdout.splitlines()[1:]}
+    rows = {line.split()[0]: line.split() for line in proc.stdout.splitlines()}
     assert set(rows) == {"audit", "billing"}, proc.stdout
     assert rows["audit"][1:3] == ["ntlisteners-demo", "0.1.0"]
     # the class says topics=["notifications"]: the class attribute wins over [oslo_messaging_notifications]
@@ -364,3 +376,30 @@ def test_get_entry_point_servers_embeds_the_listeners(listener_dists, tmp_path, 
     assert result["stopped"] is True
     assert {k: sorted(set(v)) for k, v in setup.received().items()} == {
         "audit": list(range(25)), "billing": list(range(25))}
+
+
+def test_two_workers_share_the_pool_survive_a_killed_worker_and_stop_on_sigterm(serve, tmp_path, broker) -> None:
+    setup = Setup(tmp_path, broker.url(topic_partitions=4),
+                  audit={"topics": "{topic}", "max_in_flight": 20}, billing={"topics": "{topic}"})
+    count = 300
+    proc = serve(setup, "audit", "--workers", "2", "--stats-interval", "1", NT_LISTENER_DELAY="0.01")
+    wait_for(lambda: all(f"(worker {n})" in proc.output() for n in (0, 1)) or proc.proc.poll() is not None,
+             START_TIMEOUT, "both workers serving")
+    assert proc.proc.poll() is None, proc.output()
+    workers = proc.children()
+    assert len(workers) == 2, proc.output()
+    setup.send(range(count))
+    wait_for(lambda: len(setup.received()["audit"]) >= 40, 60, "the first notifications")
+    os.kill(workers[1], signal.SIGKILL)  # dies with work in flight, nothing committed for it
+    wait_for(lambda: "died (signal SIGKILL): starting it again" in proc.output(), 30, "the restart")
+    wait_for(lambda: set(setup.received()["audit"]) == set(range(count)), 120,
+             "every notification, the killed worker's included")
+    wait_for(lambda: len(proc.children()) == 2 and workers[1] not in proc.children(), 30, "a new worker")
+    # both workers logged their counters
+    assert "listener audit: received=" in proc.output()
+    proc.signal(signal.SIGHUP)  # the master passes it to every worker, which reloads its options
+    wait_for(lambda: proc.output().count("options reloaded: stats_interval=1s") == 2, 30, "both reloads")
+    proc.signal(signal.SIGTERM)
+    assert proc.wait(STOP_TIMEOUT + 30) == 0, proc.output()
+    assert committed_total(broker.bootstrap, setup.pools["audit"], setup.topic) == count
+    assert not setup.received()["billing"]

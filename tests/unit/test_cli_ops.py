@@ -23,7 +23,7 @@ from notify_transport.drivers.naming import PRIORITIES
 from notify_transport.drivers.kafka.delivery.settings import DEFAULT_DEAD_LETTER_TOPIC, DEFAULT_RETRY_TOPIC
 from notify_transport.drivers.kafka.delivery.settings import topic_name as settings_topic_name
 from notify_transport.drivers.naming import notification_topic
-from notify_transport.cli.ops.output import Progress, table
+from notify_transport.cli.ops.output import Progress
 from notify_transport.testing.brokers import free_port
 
 NOW = dt.datetime(2024, 5, 1, 12, 0, 0, tzinfo=dt.timezone.utc).timestamp()
@@ -134,16 +134,15 @@ def test_bad_arguments_exit_2_with_a_message(argv, message, capsys) -> None:
 
 
 def test_relative_time_with_a_minus_is_a_value_not_an_option() -> None:
-    parser = cli_main.build_parser()
-    args = parser.parse_args(["replay", "--pool", "p", "--to-time", "-1h30m"])
+    args = cli_main.parse_args(["replay", "--pool", "p", "--to-time", "-1h30m"])
     assert args.to_time == pytest.approx(times.parse_time("-1h30m"), abs=5)
-    args = parser.parse_args(["replay", "--pool", "p", "--to-offset", "7", "--partition", "0",
+    args = cli_main.parse_args(["replay", "--pool", "p", "--to-offset", "7", "--partition", "0",
                               "--partition", "2"])
     assert (args.to_offset, args.partition) == (7, [0, 2])
 
 
 def test_priority_lists_extend() -> None:
-    args = cli_main.build_parser().parse_args(
+    args = cli_main.parse_args(
         ["tail", "--priority", "info,error", "--priority", "warning"])
     assert args.priority == ["info", "error", "warn"]
 
@@ -218,11 +217,6 @@ def test_help_has_examples(capsys) -> None:
 
 # -- formatting and planning --------------------------------------------------------------------
 
-def test_table_aligns_and_shows_missing_values() -> None:
-    text = table(("NAME", "N"), [("a", 1), ("bbb", None), ("cc", 100)], right=("N",))
-    assert text.splitlines() == ["NAME    N", "a       1", "bbb     -", "cc    100"]
-
-
 def test_progress_lines_when_not_a_terminal() -> None:
     out = io.StringIO()
     progress = Progress("sent", 10, stream=out, interval=0.0)
@@ -279,13 +273,12 @@ def test_lag_rows() -> None:
     assert [(p.committed, p.end, p.lag) for p in result.partitions] == [(7, 10, 3), (None, 8, None),
                                                                          (None, 0, None), (1, 4, None)]
     assert result.total == 3  # the dead-letter topic is not lag
-    text = lag.render([result], describe=True)
-    assert re.search(r"^audit\s+n\.info\s+notification\s+0\s+7\s+10\s+3\s+notify-transport-audit\s+/10\.0\.0\.7$",
-                     text, re.MULTILINE), text
-    assert re.search(r"^audit\s+n\.info\s+notification\s+1\s+-\s+8\s+-\s+-\s+-$", text, re.MULTILINE)
-    assert re.search(r"^audit\s+n\.info\.dlq\s+dead-letter\s+0\s+1\s+4\s+-", text, re.MULTILINE)
-    summary = lag.render([result], describe=False)
-    assert re.search(r"^audit\s+stable\s+2\s+3\s+3$", summary, re.MULTILINE), summary
+    rows = lag.describe_rows([result])
+    assert rows[0] == ("audit", "n.info", "notification", 0, 7, 10, 3, "notify-transport-audit", "/10.0.0.7")
+    assert rows[1] == ("audit", "n.info", "notification", 1, None, 8, None, None, None)
+    assert rows[3][:7] == ("audit", "n.info.dlq", "dead-letter", 0, 1, 4, None)
+    assert len(lag.DESCRIBE_HEADERS) == len(rows[0])
+    assert lag.summary_rows([result]) == [("audit", "stable", 2, 3, 3)]
     as_json = result.as_dict()
     assert as_json["total_lag"] == 3 and as_json["partitions"][1]["lag"] is None
     assert as_json["partitions"][0]["host"] == "/10.0.0.7"
@@ -305,9 +298,8 @@ def test_replay_plan_keeps_offsets_in_range() -> None:
     assert [m.new for m in by_time] == [3, 9, 0, 0]
     assert "no notification that recent" in by_time[1].note
     assert by_time[2].committed is None and by_time[2].again == 5  # never committed: from the end
-    text = replay.render(moves)
-    assert re.search(r"^t\s+0\s+10\s+6\s+4$", text, re.MULTILINE)
-    assert text.splitlines()[0].split() == ["TOPIC", "PARTITION", "FROM", "TO", "RECEIVED", "AGAIN", "NOTE"]
+    assert replay.rows_of(moves)[0] == ("t", 0, 10, 6, 4, "")
+    assert replay.HEADERS == ("TOPIC", "PARTITION", "FROM", "TO", "RECEIVED AGAIN", "NOTE")
 
 
 def test_topics_grouped_by_vhost() -> None:
@@ -320,9 +312,6 @@ def test_topics_grouped_by_vhost() -> None:
                                                                  ("notifications", "info")]
     assert by_vhost["prod"][1].messages == 7
     assert [r.kafka_topic for r in other] == ["random"]
-    text = topics.render(by_vhost, other)
-    assert text.index("vhost (no vhost)") < text.index("vhost eu.west") < text.index("vhost prod")
-    assert "other topics: 1" in text
     only, rest = topics.classify(counts, {}, base_topics=["versioned.notifications"])
     assert list(only) == [None] and [r.topic for r in only[None]] == ["versioned.notifications"]
     assert "notifications.info" in [r.kafka_topic for r in rest]
@@ -340,9 +329,6 @@ def test_topics_group_retry_and_dead_letter_topics_under_their_base() -> None:
         ("notifications.info.retry.billing", "retry", "billing"),
         ("notifications.info.dlq", "dead-letter", None)]
     assert [r.kind for r in by_vhost["prod"]] == ["notification", "retry", "dead-letter"]
-    text = topics.render(by_vhost, other)
-    assert "vhost (no vhost): 1 topic(s), 0 message(s); 2 retry/dead-letter topic(s)" in text
-    assert re.search(r"notifications\s+info\s+retry \(billing\)\s+notifications\.info\.retry\.billing", text)
 
 
 def test_topic_kinds_follow_configured_templates() -> None:
@@ -409,15 +395,15 @@ def test_start_parser_rejects_clearly_or_resolves_in_range(text, low, size) -> N
 
 
 def test_dash_values_reach_their_option() -> None:
-    args = cli_main.build_parser().parse_args(["tail", "--from", "-10", "--transport-url", "kafka://h:1"])
+    args = cli_main.parse_args(["tail", "--from", "-10", "--transport-url", "kafka://h:1"])
     assert (args.start.kind, args.start.value) == ("last", 10)
-    args = cli_main.build_parser().parse_args(["tail", "--from", "-1h30m"])
+    args = cli_main.parse_args(["tail", "--from", "-1h30m"])
     assert args.start.kind == "time"
 
 
 def test_line_format() -> None:
     item = follow.Received({"user": "u"}, {**MESSAGE, "message_id": "m-1"}, "n.info", 0, 4, NOW)
-    args = cli_main.build_parser().parse_args(
+    args = cli_main.parse_args(
         ["tail", "--line-format", "{offset} {priority} {event_type} {payload} {ctxt} {kafka_timestamp}"])
     assert tail.render(item, args, None) == (
         '4 INFO compute.instance.create.end {"a":"é","b":2} {"user":"u"} 2024-05-01T12:00:00.000Z')
@@ -429,16 +415,16 @@ def test_global_options_before_or_after_the_command(tmp_path) -> None:
     first, second = tmp_path / "a.conf", tmp_path / "b.conf"
     first.write_text("[oslo_messaging_notifications]\ntransport_url = kafka://a:1\n")
     second.write_text("[oslo_messaging_notifications]\ntransport_url = kafka://b:1\n")
-    parser = cli_main.build_parser()
-    before = parser.parse_args(["--config-file", str(first), "--debug", "lag", "--pool", "p"])
-    after = parser.parse_args(["lag", "--pool", "p", "--config-file", str(first), "--debug"])
+    parse = cli_main.parse_args
+    before = parse(["--config-file", str(first), "--debug", "lag", "--pool", "p"])
+    after = parse(["lag", "--pool", "p", "--config-file", str(first), "--debug"])
     assert before.config_file == after.config_file == [str(first)] and before.debug and after.debug
-    both = parser.parse_args(["--config-file", str(first), "lag", "--config-file", str(second)])
+    both = parse(["--config-file", str(first), "lag", "--config-file", str(second)])
     assert both.config_file == [str(first), str(second)]  # in command-line order: the last one wins
     assert configured_url(both, load_conf(both)) == "kafka://b:1"
-    url = parser.parse_args(["--transport-url", "kafka://x:1", "topics"])
+    url = parse(["--transport-url", "kafka://x:1", "topics"])
     assert url.transport_url == "kafka://x:1"
-    nested = parser.parse_args(["pipeline", "run", "--output", "o", "--transport-url", "kafka://y:1"])
+    nested = parse(["pipeline", "run", "--output", "o", "--transport-url", "kafka://y:1"])
     assert nested.transport_url == "kafka://y:1"
 
 
@@ -470,7 +456,9 @@ def test_missing_extra_says_how_to_install(monkeypatch, capsys) -> None:
     real = common.importlib.util.find_spec
     monkeypatch.setattr(common.importlib.util, "find_spec",
                         lambda name, *a: None if name == "pyspark" else real(name, *a))
-    help_text = "".join(cli_main.build_parser().format_help().split())  # wrapped at any space or dash
+    capsys.readouterr()
+    run("--help")
+    help_text = "".join(capsys.readouterr().out.split())  # wrapped at any space or dash
     assert "(needs:pipinstall'notify-transport[spark]')" in help_text
     capsys.readouterr()
     assert run("pipeline", "run", "--output", "o", "--transport-url", "kafka://h:1") == 2
@@ -482,10 +470,10 @@ def test_the_package_never_imports_bench() -> None:
     import subprocess
     import sys
 
-    code = ("import sys, notify_transport.cli.main as m; m.build_parser().format_help(); "
+    code = ("import sys, notify_transport.cli.main as m; m.main(['--help']); "
             "sys.exit(1 if any(n == 'bench' or n.startswith('bench.') for n in sys.modules) else 0)")
     assert subprocess.run([sys.executable, "-c", code], cwd="/", check=False).returncode == 0
-    assert "bench" not in cli_main.build_parser().format_help().split("positional arguments")[1].split()
+    assert "bench" not in cli_main.NotifyTransportApp().command_manager.commands
 
 
 def test_progress_is_a_live_line_on_a_terminal() -> None:
@@ -532,10 +520,27 @@ def test_repeated_log_lines_are_dropped() -> None:
 
 def test_a_command_module_that_cannot_be_imported_is_listed_and_answers_in_one_line(monkeypatch,
                                                                                     capsys) -> None:
-    monkeypatch.setattr(cli_main, "COMMANDS", cli_main.COMMANDS + ("notify_transport.cli.no_such_cmd",))
-    help_text = cli_main.build_parser().format_help()
-    assert "no_such" in help_text and "unavailable" in help_text
+    class NotInstalled:
+        """An entry point whose module needs what is not installed."""
+
+        name = "no_such"
+
+        def __repr__(self) -> str:
+            return "EntryPoint(no_such)"
+
+        def load(self) -> None:
+            raise ModuleNotFoundError("No module named 'nowhere'", name="nowhere")
+
+    real = cli_main.CommandManager.load_commands
+
+    def with_broken(manager, namespace):
+        real(manager, namespace)
+        manager.commands["no_such"] = NotInstalled()
+
+    monkeypatch.setattr(cli_main.CommandManager, "load_commands", with_broken)
     capsys.readouterr()
+    run("--help")
+    assert "no_such" in capsys.readouterr().out
     assert run("no_such") == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "'no_such' is unavailable" in err
@@ -545,7 +550,7 @@ def test_a_command_module_that_cannot_be_imported_is_listed_and_answers_in_one_l
 @given(argv=st.lists(st.one_of(st.sampled_from(["--from", "--to-time", "--topic", "-e", "--", "-5", "-1h", "x"]),
                                st.text(min_size=1, max_size=6)), max_size=8))
 def test_joining_dash_values_only_glues_them_to_their_option(argv) -> None:
-    from notify_transport.cli.global_options import DASH_VALUE_OPTIONS, join_dash_values
+    from notify_transport.cli.main import DASH_VALUE_OPTIONS, join_dash_values
 
     joined = join_dash_values(argv)
     # nothing is lost or reordered: splitting the glued pairs gives the command line back
@@ -557,3 +562,41 @@ def test_joining_dash_values_only_glues_them_to_their_option(argv) -> None:
         else:
             split.append(item)
     assert split == argv
+
+
+@pytest.mark.parametrize("argv", [["topics"], ["lag"], ["lag", "--describe"],
+                                  ["replay", "--pool", "p", "--to-latest"], ["serve", "--list"]])
+def test_every_listing_command_takes_cliffs_output_options(argv) -> None:
+    args = cli_main.parse_args([*argv, "-f", "csv", "-c", "POOL", "-c", "TOPIC", "--sort-column", "POOL",
+                                "--max-width", "80", "--noindent", "--quote", "all"])
+    assert (args.formatter, args.columns, args.sort_columns) == ("csv", ["POOL", "TOPIC"], ["POOL"])
+    for fmt in ("table", "json", "yaml", "value"):
+        assert cli_main.parse_args([*argv, "-f", fmt]).formatter == fmt
+
+
+def test_a_listing_body_hands_its_rows_to_cliff(capsys) -> None:
+    from notify_transport.cli import commands
+
+    class Body:
+        @staticmethod
+        def add_parser(sub):
+            parser = sub.add_parser("listing", help="a listing")
+            parser.set_defaults(func=lambda args: (setattr(args, "seen", args.output_format),
+                                                   emit_rows(args))[-1])
+            return parser
+
+    def emit_rows(args) -> int:
+        from notify_transport.cli.ops.output import emit
+
+        emit(args, ("NAME", "N"), [("b", None), ("a", 2)])
+        return 1  # the body's exit status is the command's
+
+    class Listing(commands.ModuleLister):
+        module = Body
+
+    app = cli_main.NotifyTransportApp()
+    app.command_manager.add_command("listing", Listing)
+    assert app.run(["listing", "-f", "csv", "--sort-column", "NAME"]) == 1
+    assert capsys.readouterr().out.splitlines() == ['"NAME","N"', '"a",2', '"b",""']
+    assert app.run(["listing", "-f", "value", "-c", "NAME"]) == 1
+    assert capsys.readouterr().out.splitlines() == ["b", "a"]

@@ -133,3 +133,65 @@ def test_a_listener_that_fails_to_start_stops_the_service_unless_skip_broken(ski
     else:
         assert code == 1
         assert "1 of 2 listener(s) failed to start: stopping" in caplog.text
+
+
+def test_sighup_reloads_the_mutable_serve_options(tmp_path, caplog) -> None:
+    from notify_transport.cli import serve
+    from notify_transport.options import register_serve_opts
+
+    conf_file = tmp_path / "serve.conf"
+    conf_file.write_text("[serve]\nstats_interval = 60\nstop_timeout = 10\n")
+    conf = cfg.ConfigOpts()
+    register_serve_opts(conf)
+    conf([], default_config_files=[str(conf_file)])
+    transport = get_notification_transport(conf, "fake://")
+    listener = describe(RegisteredEntry("slow", "tests:Slow", "tests 0"), Slow(0), conf)
+    service = _Service(transport, [listener], serve._settings(conf, argparse.Namespace(skip_broken=False)), conf)
+
+    def operator() -> None:
+        for _ in range(600):  # until the service runs
+            if service.servers:
+                break
+            time.sleep(0.05)
+        conf_file.write_text("[serve]\nstats_interval = 0.5\nstop_timeout = 10\n")
+        os.kill(os.getpid(), signal.SIGHUP)
+        for _ in range(600):
+            if service.args.stats_interval == 0.5:
+                break
+            time.sleep(0.05)
+        os.kill(os.getpid(), signal.SIGTERM)
+
+    threading.Thread(target=operator, daemon=True).start()
+    with caplog.at_level("INFO"):
+        try:
+            code = service.run()
+        finally:
+            transport.cleanup()
+    assert code == 0
+    assert service.args.stats_interval == 0.5
+    assert "options reloaded: stats_interval=0.5s" in caplog.text
+
+
+def test_counters_are_structured_fields_of_the_log_line() -> None:
+    import io
+    import json
+    import logging
+
+    from oslo_log import formatters
+
+    from notify_transport.notify.counters_log import CountersLog
+
+    class Server:
+        def metrics(self) -> dict:
+            return {"received": 5, "dispatched": 4, "failed": 1, "lag": {("t", 0): 2, ("t", 1): 1}}
+
+    out = io.StringIO()
+    handler = logging.StreamHandler(out)
+    handler.setFormatter(formatters.JSONFormatter())
+    logger = logging.getLogger("test.counters")
+    logger.addHandler(handler)
+    logger.setLevel(logging.INFO)
+    CountersLog({"audit": Server()}, 60, logger=logger).report()
+    line = json.loads(out.getvalue())
+    assert line["extra"] == {"listener": "audit", "received": 5, "dispatched": 4, "failed": 1, "lag": 3}
+    assert line["message"] == "listener audit: received=5 dispatched=4 failed=1 lag=3"

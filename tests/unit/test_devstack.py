@@ -665,6 +665,7 @@ def test_rpc_vhost_is_created_on_devstacks_rabbit(tmp_path: Path) -> None:
     ({"KAFKA_EXTERNAL": "True"}, "KAFKA_EXTERNAL=True needs NOTIFY_HOST"),
     ({"NT_SERVE_LISTENERS": "billing,a;b"}, "NT_SERVE_LISTENERS: 'a;b' is not a listener name"),
     ({"NT_SERVE_CONF": "/etc/my conf"}, "NT_SERVE_CONF may not contain white space"),
+    ({"NT_SERVE_WORKERS": "0"}, "NT_SERVE_WORKERS: '0' is not a number of processes"),
 ], ids=lambda v: v if isinstance(v, str) else None)
 def test_bad_settings_stop_with_the_reason(tmp_path: Path, env: dict[str, str], message: str) -> None:
     run = run_devstack(tmp_path, env={**DEVSTACK_ENV, **env}, phase="stack pre-install", check=False)
@@ -715,16 +716,17 @@ def test_nt_serve_config_and_command(tmp_path: Path, serve_env: dict[str, str]) 
 
     run = run_devstack(tmp_path, env=serve_env, phase="stack extra")
     assert serve_command(run) == ["/opt/stack/data/venv/bin/notify-transport", "serve",
-                                  "--config-file", str(conf)]
+                                  "--config-file", str(conf), "--workers", "2"]
 
 
 def test_nt_serve_named_listeners_and_skip_broken(tmp_path: Path, serve_env: dict[str, str]) -> None:
-    env = {**serve_env, "NT_SERVE_LISTENERS": "billing, audit", "NT_SERVE_SKIP_BROKEN": "True"}
+    env = {**serve_env, "NT_SERVE_LISTENERS": "billing, audit", "NT_SERVE_SKIP_BROKEN": "True",
+           "NT_SERVE_WORKERS": "3"}
     run_devstack(tmp_path, env=env, phase="stack post-config")
     run = run_devstack(tmp_path, env=env, phase="stack extra")
     assert serve_command(run) == ["/opt/stack/data/venv/bin/notify-transport", "serve", "billing",
                                   "audit", "--config-file", str(tmp_path / "etc" / "serve.conf"),
-                                  "--skip-broken"]
+                                  "--workers", "3", "--skip-broken"]
 
 
 def test_nt_serve_topics_and_security(tmp_path: Path, serve_env: dict[str, str]) -> None:
@@ -785,7 +787,7 @@ def test_nt_serve_runs_and_stops_with_sigterm(tmp_path: Path, serve_env: dict[st
     while not record.exists() and time.monotonic() < deadline:
         time.sleep(0.05)
     assert record.read_text().split("\n")[:-1] == [
-        "serve", "billing", "--config-file", str(tmp_path / "etc" / "serve.conf")]
+        "serve", "billing", "--config-file", str(tmp_path / "etc" / "serve.conf"), "--workers", "2"]
     run_devstack(tmp_path, env=env, phase="unstack")
     assert wait_gone(pid, 30)
 
@@ -796,7 +798,10 @@ def test_serve_command_line_matches_the_cli_when_present(tmp_path: Path) -> None
                           capture_output=True, text=True, timeout=120, check=False)
     if proc.returncode != 0:
         pytest.skip("notify-transport serve is not in this checkout")
-    assert "--config-file" in proc.stdout and "--skip-broken" in proc.stdout
+    assert "--skip-broken" in proc.stdout and "--workers" in proc.stdout
+    top = subprocess.run([sys.executable, "-m", "notify_transport.cli.main", "--help"],
+                         capture_output=True, text=True, timeout=120, check=False)
+    assert "--config-file" in top.stdout  # a global option, also given after the command
 
 
 # -- every function the plugin calls exists; the plugin defines no devstack function

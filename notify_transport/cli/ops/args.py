@@ -11,7 +11,7 @@ import json
 import re
 from typing import Any
 
-from notify_transport.cli.global_options import HelpFormatter
+from notify_transport.cli.formatting import HelpFormatter
 from notify_transport import times
 from notify_transport.drivers.naming import PRIORITIES
 

@@ -8,7 +8,7 @@ from typing import Any, Mapping, Sequence
 from notify_transport.cli.ops import args as cli_args
 from notify_transport.cli.ops.cluster import (NO_OFFSET, GroupInfo, KafkaCluster, Member, Partition,
                                               default_topics, open_cluster)
-from notify_transport.cli.ops.output import EXIT_OK, emit, fail, failures_exit_1, table, warn
+from notify_transport.cli.ops.output import EXIT_OK, emit, fail, failures_exit_1, warn
 from notify_transport.cli.ops.topic_kinds import DEAD_LETTER, NOTIFICATION, templates
 from notify_transport.drivers.naming import PRIORITIES
 from notify_transport.drivers.kafka.delivery.settings import topic_name
@@ -49,7 +49,6 @@ def add_parser(sub: Any) -> None:
     cli_args.add_topic_selection(p)
     p.add_argument("--describe", action="store_true",
                    help="one line per partition: committed, end, lag, member and host")
-    cli_args.add_output_format(p)
     p.set_defaults(func=run)
 
 
@@ -115,13 +114,6 @@ def summary_rows(pools: Sequence[PoolLag]) -> list[tuple[Any, ...]]:
              sum(p.kind != DEAD_LETTER for p in pool.partitions), pool.total) for pool in pools]
 
 
-def render(pools: Sequence[PoolLag], describe: bool = True) -> str:
-    if describe:
-        return table(DESCRIBE_HEADERS, describe_rows(pools),
-                     right=("PARTITION", "COMMITTED", "END", "LAG"))
-    return table(SUMMARY_HEADERS, summary_rows(pools), right=("MEMBERS", "PARTITIONS", "LAG"))
-
-
 @failures_exit_1
 def run(args: argparse.Namespace) -> int:
     priorities = list(dict.fromkeys(args.priority or PRIORITIES))
@@ -148,7 +140,7 @@ def run(args: argparse.Namespace) -> int:
     if result or args.output_format == "json":
         headers, rows = ((DESCRIBE_HEADERS, describe_rows(result)) if args.describe
                          else (SUMMARY_HEADERS, summary_rows(result)))
-        emit(args.output_format, headers, rows, document, table_text=render(result, args.describe))
+        emit(args, headers, rows, document)
     if missing and (args.topic or args.priority) and args.output_format != "json":
         warn(f"{len(missing)} topic(s) do not exist: {', '.join(missing)}")
     if unknown:

@@ -1,7 +1,8 @@
-"""Printing for the operator commands: tables, JSON, progress lines and failures.
+"""Results, progress lines and failures of the operator commands.
 
-Results go to stdout (a table or JSON, for people or scripts); progress,
-warnings and errors go to stderr so that piping the results stays clean.
+A listing command's rows go to cliff's formatters (table, json, yaml, csv,
+value: :mod:`notify_transport.cli.commands`); progress, warnings and errors
+go to stderr so that piping the results stays clean.
 """
 from __future__ import annotations
 
@@ -18,29 +19,22 @@ from notify_transport.cli.ops.cluster import ClusterError
 EXIT_OK, EXIT_FAILURE = 0, 1
 
 
-def table(headers: Sequence[str], rows: Sequence[Sequence[Any]], right: Sequence[str] = ()) -> str:
-    """Aligned columns; columns named in ``right`` (numbers) are right-aligned; None prints as -."""
-    cells = [[("-" if v is None else str(v)) for v in row] for row in rows]
-    widths = [max([len(h)] + [len(r[i]) for r in cells]) for i, h in enumerate(headers)]
+def emit(args: Any, headers: Sequence[str], rows: Sequence[Sequence[Any]], document: Any = None) -> None:
+    """A command's result.
 
-    def line(values: Sequence[str]) -> str:
-        parts = [v.rjust(w) if h in right else v.ljust(w) for v, w, h in zip(values, widths, headers)]
-        return "  ".join(parts).rstrip()
-
-    return "\n".join([line(list(headers))] + [line(r) for r in cells])
-
-
-def emit(output_format: str, headers: Sequence[str], rows: Sequence[Sequence[Any]], document: Any,
-         right: Sequence[str] = (), table_text: str | None = None) -> None:
-    """Print a result as ``-f`` asks: ``table_text`` (or an aligned table), ``document`` as JSON,
-    or the rows' values separated by spaces (cliff's ``value`` format: no header, for shell loops)."""
-    if output_format == "json":
+    A listing command (a cliff Lister: ``args.results`` is a list) hands its
+    columns and rows to cliff, which prints them as ``-f``/``-c`` ask; any
+    other command prints ``document`` as JSON with ``-f json``, else the
+    rows' values separated by spaces (no header, for shell loops).
+    """
+    results = getattr(args, "results", None)
+    if results is not None:
+        results.append((tuple(headers), [tuple(row) for row in rows]))
+    elif args.output_format == "json":
         print_json(document)
-    elif output_format == "value":
+    else:
         for row in rows:
             print(" ".join("-" if v is None else str(v) for v in row))
-    else:
-        print(table_text if table_text is not None else table(headers, rows, right=right))
 
 
 def print_json(value: Any, out: TextIO | None = None) -> None:

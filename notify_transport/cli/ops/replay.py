@@ -8,7 +8,7 @@ from typing import Any, Mapping, Sequence
 
 from notify_transport.cli.ops import args as cli_args
 from notify_transport.cli.ops.cluster import NO_OFFSET, Partition, default_topics, open_cluster
-from notify_transport.cli.ops.output import EXIT_OK, Progress, emit, fail, failures_exit_1, table, warn
+from notify_transport.cli.ops.output import EXIT_OK, Progress, emit, fail, failures_exit_1, warn
 from notify_transport.times import TIME_HELP, format_time, to_millis
 from notify_transport.drivers.naming import PRIORITIES
 
@@ -66,7 +66,6 @@ def add_parser(sub: Any) -> None:
                      help="print the plan and change nothing: what replay does without --execute")
     p.add_argument("--force", action="store_true",
                    help="with --execute: move the offsets even while the pool has members")
-    cli_args.add_output_format(p)
     p.set_defaults(func=run)
 
 
@@ -110,16 +109,11 @@ def plan_moves(partitions: Sequence[Partition], committed: Mapping[Partition, in
 
 
 HEADERS = ("TOPIC", "PARTITION", "FROM", "TO", "RECEIVED AGAIN", "NOTE")
-RIGHT = ("PARTITION", "FROM", "TO", "RECEIVED AGAIN")
 
 
 def rows_of(moves: Sequence[Move]) -> list[tuple[Any, ...]]:
     """Per partition: from (the committed offset, - when none), to, notifications received again."""
     return [(m.topic, m.partition, m.committed, m.new, m.again, m.note) for m in moves]
-
-
-def render(moves: Sequence[Move]) -> str:
-    return table(HEADERS, rows_of(moves), right=RIGHT)
 
 
 def describe_target(args: argparse.Namespace) -> str:
@@ -165,7 +159,7 @@ def run(args: argparse.Namespace) -> int:
                     "partitions": [{**dataclasses.asdict(m), "received_again": m.again} for m in moves]}
         if args.output_format == "table":
             print(header)
-        emit(args.output_format, HEADERS, rows_of(moves), document, right=RIGHT)
+        emit(args, HEADERS, rows_of(moves), document)
         busy = (f"pool {args.pool!r} has {info.members} member(s) (group {info.state}): stop its "
                 "listeners first, or use --force (a running listener commits over the new offsets, "
                 "and a real Kafka broker refuses them while the group has members)")
@@ -187,5 +181,6 @@ def run(args: argparse.Namespace) -> int:
             return fail("the new offsets did not stick (a member of the pool committed over them?): "
                         + "; ".join(wrong))
     if args.output_format == "table":
-        print(f"done: the listeners of pool {args.pool} start from the new offsets when they next join")
+        print(f"done: the listeners of pool {args.pool} start from the new offsets when they next join",
+              file=sys.stderr)
     return EXIT_OK

@@ -166,6 +166,6 @@ def _send(transport: Any, notifier: Notifier, args: argparse.Namespace, kafka_to
         print(f"sent {expected} notification(s) to {where}; all confirmed by the broker "
               f"in {elapsed:.2f}s", file=sys.stdout)
     else:
-        emit(args.output_format, (), [(expected, where, f"{elapsed:.3f}")],
+        emit(args, (), [(expected, where, f"{elapsed:.3f}")],
              {"sent": expected, "confirmed": delivered, "topics": kafka_topics, "seconds": round(elapsed, 3)})
     return EXIT_OK

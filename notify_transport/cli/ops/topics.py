@@ -8,17 +8,17 @@ from typing import Any, Mapping, Sequence
 
 from notify_transport.cli.ops import args as cli_args
 from notify_transport.cli.ops.cluster import open_cluster
-from notify_transport.cli.ops.output import EXIT_OK, emit, fail, failures_exit_1, table
+from notify_transport.cli.ops.output import EXIT_OK, emit, fail, failures_exit_1
 from notify_transport.cli.ops.topic_kinds import DEAD_LETTER, NOTIFICATION, OTHER, RETRY, TopicNamer
 
 DESCRIPTION = """\
-List the notification topics of the cluster, grouped by vhost: Kafka topics named
-TOPIC.PRIORITY[.VHOST] as the Kafka driver names them, with their partitions and
-the number of notifications they keep (end offset minus earliest offset, summed
-over the partitions). Retry and dead-letter topics (named from the
-[oslo_messaging_kafka] retry_topic and dead_letter_topic templates,
-{topic}.retry.{pool} and {topic}.dlq by default) are listed under the
-notification topic they belong to, labelled retry (with their pool) or
+List the notification topics of the cluster, one row each, by vhost: Kafka
+topics named TOPIC.PRIORITY[.VHOST] as the Kafka driver names them, with their
+partitions and the number of notifications they keep (end offset minus earliest
+offset, summed over the partitions). Retry and dead-letter topics (named from
+the [oslo_messaging_kafka] retry_topic and dead_letter_topic templates,
+{topic}.retry.{pool} and {topic}.dlq by default) are listed after the
+notification topic they belong to, of KIND retry (with their POOL) or
 dead-letter. Topics that are not named like that are left out unless --all is
 given; Kafka's internal topics are always left out.
 
@@ -32,10 +32,6 @@ EXAMPLES = """\
   notify-transport topics --transport-url kafka://127.0.0.1:9092 --vhost prod -f json
   notify-transport topics --config-file /etc/nova/nova.conf --topic versioned_notifications --all"""
 
-#: How the list shows notification topics without a vhost.
-NO_VHOST = "(no vhost)"
-
-
 def add_parser(sub: Any) -> None:
     p = cli_args.add_command(sub, "topics", "list notification topics per vhost with their sizes",
                              DESCRIPTION, EXAMPLES)
@@ -46,7 +42,6 @@ def add_parser(sub: Any) -> None:
                         "topic contains dots exactly)")
     p.add_argument("--all", action="store_true",
                    help="also list topics that are not notification topics")
-    cli_args.add_output_format(p)
     p.set_defaults(func=run)
 
 
@@ -88,35 +83,8 @@ def classify(partition_counts: Mapping[str, int], messages: Mapping[str, int],
     return by_vhost, other
 
 
-def _label(row: TopicRow) -> str:
-    if row.kind == RETRY:
-        return f"retry ({row.pool})" if row.pool else "retry"
-    return row.kind
-
-
-def render(by_vhost: Mapping[str | None, Sequence[TopicRow]], other: Sequence[TopicRow]) -> str:
-    headers = ("TOPIC", "PRIORITY", "KIND", "KAFKA TOPIC", "PARTITIONS", "MESSAGES")
-    blocks = []
-    for vhost in sorted(by_vhost, key=lambda v: (v is not None, v or "")):
-        rows = [(r.topic, r.priority, _label(r), r.kafka_topic, r.partitions, r.messages)
-                for r in by_vhost[vhost]]
-        total = sum(r.messages for r in by_vhost[vhost] if r.kind == NOTIFICATION)
-        count = sum(r.kind == NOTIFICATION for r in by_vhost[vhost])
-        extra = len(rows) - count
-        body = table(headers, rows, right=("PARTITIONS", "MESSAGES"))
-        blocks.append(f"vhost {vhost if vhost is not None else NO_VHOST}: {count} topic(s), "
-                      f"{total} message(s)" + (f"; {extra} retry/dead-letter topic(s)" if extra else "")
-                      + "\n" + _indent(body))
-    if other:
-        other_rows = [(r.kafka_topic, r.partitions, r.messages) for r in other]
-        blocks.append(f"other topics: {len(other_rows)}\n"
-                      + _indent(table(("KAFKA TOPIC", "PARTITIONS", "MESSAGES"), other_rows,
-                                      right=("PARTITIONS", "MESSAGES"))))
-    return "\n\n".join(blocks)
-
-
-def _indent(text: str) -> str:
-    return "\n".join("  " + line for line in text.splitlines())
+#: The columns of the list (cliff's -c takes these names).
+HEADERS = ("VHOST", "TOPIC", "PRIORITY", "KIND", "POOL", "KAFKA TOPIC", "PARTITIONS", "MESSAGES")
 
 
 @failures_exit_1
@@ -148,5 +116,5 @@ def run(args: argparse.Namespace) -> int:
     rows = [(r.vhost, r.topic, r.priority, r.kind, r.pool, r.kafka_topic, r.partitions, r.messages)
             for v in order for r in by_vhost[v]] + [
         (None, None, None, r.kind, None, r.kafka_topic, r.partitions, r.messages) for r in other]
-    emit(args.output_format, (), rows, document, table_text=render(by_vhost, other))
+    emit(args, HEADERS, rows, document)
     return EXIT_OK

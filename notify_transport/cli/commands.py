@@ -1,0 +1,210 @@
+"""The ``notify-transport`` commands as cliff commands, around the command modules' bodies.
+
+Each command module keeps its ``add_parser(sub)`` and ``run(args) -> exit
+status``; the classes here put them on cliff: the module's arguments go on
+the cliff command's parser (:class:`_Into` stands for argparse's
+subparsers), the global options of the application are copied onto the
+command's arguments, and library errors become one line and an exit status.
+
+Listing commands are :class:`cliff.lister.Lister`: their body hands its rows
+to :func:`notify_transport.cli.ops.output.emit`, which collects them on the
+arguments, and cliff formats them (``-f table|json|yaml|csv|value``, ``-c``,
+``--sort-column``, ...). Other commands (``tail`` streams, ``send``,
+``demo``, ``pipeline``) print as they go.
+
+The commands are registered in the ``notify_transport.cli`` entry point
+group (setup.cfg), so another package adds its own commands there.
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+import textwrap
+from typing import Any, Callable, Iterable, Sequence
+
+from cliff.command import Command
+from cliff.lister import Lister
+
+from notify_transport.cli.formatting import HelpFormatter
+from notify_transport.exceptions import ConfigurationError, MessagingException
+
+#: exit statuses: done, failed, bad input or configuration, service unreachable, interrupted
+EXIT_OK, EXIT_FAILURE, EXIT_USAGE, EXIT_UNAVAILABLE, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
+
+#: Global options of the application a command body reads from its arguments.
+GLOBAL_DESTS = ("config_file", "config_dir", "transport_url", "debug")
+
+
+class _Into:
+    """Stands for argparse's subparsers: ``module.add_parser(_Into(parser))`` fills ``parser``.
+
+    The command's summary (the ``help`` of ``add_parser``) is kept for the
+    command list; the description and examples become the parser's. Built for
+    the docs (cliff's Sphinx extension, which reads them as reStructuredText),
+    they are literal blocks, shown exactly as ``--help`` shows them.
+    """
+
+    def __init__(self, parser: argparse.ArgumentParser, literal: bool = False) -> None:
+        self.parser = parser
+        self.literal = literal
+        self.summary = ""
+
+    def add_parser(self, name: str, help: str = "", description: str | None = None,  # noqa: A002
+                   epilog: str | None = None, **_ignored: Any) -> argparse.ArgumentParser:
+        self.summary = help or (description or "").split("\n", 1)[0]
+        if description:
+            self.parser.description = self._text(description)
+        if epilog:
+            self.parser.epilog = self._text(epilog)
+        self.parser.formatter_class = HelpFormatter
+        return self.parser
+
+    def _text(self, text: str) -> str:
+        return "::\n\n" + textwrap.indent(text, "   ") if self.literal else text
+
+
+def _summary(module: Any) -> str:
+    into = _Into(argparse.ArgumentParser(add_help=False, conflict_handler="resolve"))
+    module.add_parser(into)
+    return into.summary
+
+
+def global_values(app_args: argparse.Namespace | None, parsed_args: argparse.Namespace) -> argparse.Namespace:
+    """Copy the application's global options onto a command's arguments (the bodies read them there)."""
+    for dest in GLOBAL_DESTS:
+        setattr(parsed_args, dest, getattr(app_args, dest, None) if app_args is not None else None)
+    parsed_args.config_file = list(parsed_args.config_file or [])
+    parsed_args.config_dir = list(parsed_args.config_dir or [])
+    parsed_args.debug = bool(parsed_args.debug)
+    level = getattr(app_args, "verbose_level", 1) if app_args is not None else 1
+    parsed_args.verbose = max(0, level - 1)  # cliff counts from 1 (warnings); -v is info
+    return parsed_args
+
+
+def one_line_errors(run: Callable[[], int]) -> int:
+    """Run a command body; a library error is one line on stderr and its exit status."""
+    try:
+        return int(run() or EXIT_OK)
+    except ConfigurationError as exc:
+        print(f"notify-transport: error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    except MessagingException as exc:
+        print(f"notify-transport: {type(exc).__name__}: {exc}", file=sys.stderr)
+        return EXIT_UNAVAILABLE
+    except KeyboardInterrupt:
+        print("notify-transport: interrupted", file=sys.stderr)
+        return EXIT_INTERRUPTED
+
+
+class _FromModule:
+    """Description, examples and arguments from a command module (``add_parser``)."""
+
+    #: the command module (or any object with its ``add_parser(sub)``)
+    module: Any
+    app: Any
+
+    def get_description(self) -> str:
+        return _summary(self.module)
+
+    def get_epilog(self) -> str:
+        return ""
+
+    def get_parser(self, prog_name: str) -> argparse.ArgumentParser:
+        parser = super().get_parser(prog_name)  # type: ignore[misc]
+        self.module.add_parser(_Into(parser, literal=self.app is None))
+        return parser
+
+
+class ModuleCommand(_FromModule, Command):
+    """A command whose arguments and body come from a command module (``add_parser``, ``run``)."""
+
+    def run(self, parsed_args: argparse.Namespace) -> int:
+        global_values(self.app_args, parsed_args)
+        return one_line_errors(lambda: super(ModuleCommand, self).run(parsed_args))
+
+    def take_action(self, parsed_args: argparse.Namespace) -> int:
+        return int(parsed_args.func(parsed_args) or EXIT_OK)
+
+
+class ModuleLister(_FromModule, Lister):
+    """A listing command: the module's body hands its rows to ``output.emit``; cliff formats them.
+
+    The body's exit status is the command's; a body that ends before listing
+    (an error line) prints no table.
+    """
+
+    def run(self, parsed_args: argparse.Namespace) -> int:
+        global_values(self.app_args, parsed_args)
+        parsed_args.output_format = parsed_args.formatter
+        parsed_args.results = []
+        self._status = EXIT_OK
+        return one_line_errors(lambda: super(ModuleLister, self).run(parsed_args) or self._status)
+
+    def take_action(self, parsed_args: argparse.Namespace) -> tuple[Sequence[str], Iterable[Any]]:
+        self._status = int(parsed_args.func(parsed_args) or EXIT_OK)
+        if not parsed_args.results:
+            return (), []
+        headers, rows = parsed_args.results[-1]
+        return headers, [tuple("-" if v is None else v for v in row) for row in rows] \
+            if parsed_args.formatter in ("table", "value") else rows
+
+    def produce_output(self, parsed_args: argparse.Namespace, column_names: Sequence[str],
+                       data: Iterable[Sequence[Any]]) -> int:
+        if not parsed_args.results:  # nothing listed (the body reported why)
+            return EXIT_OK
+        return super().produce_output(parsed_args, column_names, data)
+
+
+# -- the commands of the notify_transport.cli entry point group --------------------------------
+
+from notify_transport.cli import demo, pipeline_cmd, serve  # noqa: E402 - the bodies, after the wrappers
+from notify_transport.cli.ops import lag, replay, send, tail, topics  # noqa: E402
+
+
+class Demo(ModuleCommand):
+    """run notifier and listener pools and show what flows (main job)"""
+    module = demo
+
+
+class Send(ModuleCommand):
+    """send notifications"""
+    module = send
+
+
+class Tail(ModuleCommand):
+    """follow topics and print notifications as they come (streams; -f value|json)"""
+    module = tail
+
+
+class Lag(ModuleLister):
+    """show each pool's committed offset, end offset and lag"""
+    module = lag
+
+
+class Replay(ModuleLister):
+    """reset a pool's offsets to a time or offset to receive again (the plan is a list)"""
+    module = replay
+
+
+class Topics(ModuleLister):
+    """list notification topics per vhost with their sizes"""
+    module = topics
+
+
+class Serve(ModuleLister):
+    """run the listeners registered through entry points (--list: a list)"""
+    module = serve
+
+
+class PipelineRun(ModuleCommand):
+    """Spark pipeline: run the archive and statistics jobs"""
+
+    class module:  # noqa: N801 - stands for a command module
+        add_parser = staticmethod(pipeline_cmd.add_run_parser)
+
+
+class PipelineReport(ModuleCommand):
+    """Spark pipeline: build the HTML report from the job outputs"""
+
+    class module:  # noqa: N801 - stands for a command module
+        add_parser = staticmethod(pipeline_cmd.add_report_parser)
