@@ -33,6 +33,7 @@ The listeners' retry and dead-letter copies use :class:`KafkaProducer` too
 from __future__ import annotations
 
 import functools
+import json
 import logging
 import threading
 import time
@@ -74,6 +75,12 @@ _JOIN_TIMEOUT = 5.0
 _RETIRE_TIMEOUT = 5.0
 #: librdkafka's default message.timeout.ms.
 _DEFAULT_MESSAGE_TIMEOUT_MS = 300_000
+#: How often librdkafka reports its statistics (the idempotent producer's epoch count).
+_STATS_INTERVAL_MS = 1000
+#: Epoch bumps within one statistics interval that mean the broker keeps forgetting the
+#: producer id (UNKNOWN_PRODUCER_ID after every bump, e.g. a broker that restarted empty):
+#: only a new client (a new producer id) gets out of that loop.
+_EPOCH_BUMP_STORM = 10
 
 
 def fatal_error(exc: KafkaException) -> KafkaError | None:
@@ -92,7 +99,7 @@ def _message_timeout_ms(config: dict[str, Any]) -> int:
 class _Client:
     """One confluent-kafka client and the thread serving its reports (if any)."""
 
-    __slots__ = ("client", "stop", "thread", "draining")
+    __slots__ = ("client", "stop", "thread", "draining", "epochs")
 
     def __init__(self) -> None:
         self.client: confluent_kafka.Producer | None = None
@@ -100,6 +107,8 @@ class _Client:
         self.thread: threading.Thread | None = None
         #: a thread took charge of retiring it
         self.draining = False
+        #: the idempotent producer's (id, epoch) at the last statistics report
+        self.epochs: tuple[int, int] | None = None
 
     def held(self) -> int:
         try:
@@ -157,6 +166,9 @@ class KafkaProducer:
         config["on_delivery"] = functools.partial(self._report, handle, self._on_report)
         config["error_cb"] = functools.partial(self._on_error, handle)
         config["logger"] = RDKAFKA_LOG
+        if config.get("enable.idempotence") and "statistics.interval.ms" not in config:
+            config["statistics.interval.ms"] = _STATS_INTERVAL_MS
+            config["stats_cb"] = functools.partial(self._on_stats, handle)
         LOG.debug("Creating Kafka producer for %s: %s", self.name, redact(self._config))
         try:
             handle.client = confluent_kafka.Producer(config)
@@ -303,6 +315,24 @@ class KafkaProducer:
                             self.name, err.str())
         else:
             LOG.warning("Kafka producer for %s: %s", self.name, err.str())
+
+    def _on_stats(self, handle: _Client, stats_json: str) -> None:
+        """Watch the idempotent producer's epoch (librdkafka's documented ``eos`` statistics).
+
+        A broker answering UNKNOWN_PRODUCER_ID to every bumped epoch (one that
+        restarted without its producer state) makes librdkafka bump again and
+        again until the messages time out; a new client gets a new producer id.
+        """
+        try:
+            eos = json.loads(stats_json).get("eos", {})
+            current = (int(eos["producer_id"]), int(eos["producer_epoch"]))
+        except (ValueError, TypeError, KeyError, AttributeError):
+            return
+        last, handle.epochs = handle.epochs, current
+        if last is not None and last[0] == current[0] and current[1] - last[1] >= _EPOCH_BUMP_STORM:
+            self._condemn(handle, KafkaError(
+                KafkaError._FATAL, f"the idempotent producer bumped its epoch {current[1] - last[1]} "
+                "times in a row: the broker does not keep its producer id", fatal=True))
 
     # -- producing --------------------------------------------------------------
     def produce(self, topic: str, value: Any, key: Any = None,
