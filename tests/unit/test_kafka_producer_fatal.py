@@ -11,6 +11,7 @@ share that code (:class:`~notify_transport.drivers.kafka.producer.KafkaProducer`
 """
 from __future__ import annotations
 
+import json
 import sys
 import threading
 import time
@@ -205,3 +206,22 @@ def test_a_fatal_produce_sends_the_copies_on_a_new_client(clients):
     assert side.pending == 2 and outcomes == []
     assert side.close(0) == 2 and side.pending == 0
     assert [e.code() for e in outcomes] == [KafkaError._PURGE_QUEUE] * 2
+
+
+def test_a_producer_whose_epoch_keeps_being_bumped_is_replaced(clients):
+    """A broker that restarted empty answers UNKNOWN_PRODUCER_ID to every bumped epoch, and
+    librdkafka bumps until the messages time out: a new client gets a new producer id."""
+    p = NotificationProducer({**CONFIG, "enable.idempotence": True}, 1.0, 0.2, "kafka://x")
+    p.send("t.info", b"v")
+    first = clients[0]
+
+    def stats(epoch):
+        first.config["stats_cb"](json.dumps({"eos": {"producer_id": 1, "producer_epoch": epoch}}))
+    stats(0)
+    stats(2)  # a bump or two after a restart is librdkafka's normal recovery
+    assert not first.closed and len(clients) == 1
+    stats(40)
+    assert wait_for(lambda: first.closed)
+    assert len(clients) == 2 and clients[1].values() == [b"v"]
+    assert p.stats() == {"sent": 1, "delivered": 0, "failed": 0, "pending": 1}
+    p.close()

@@ -59,11 +59,8 @@ _PERMANENT = frozenset(getattr(KafkaError, name) for name in (
     "TOPIC_EXCEPTION", "UNSUPPORTED_VERSION", "_PURGE_QUEUE", "_PURGE_INFLIGHT",
     "_FATAL", "_FENCED") if hasattr(KafkaError, name))
 
-#: Report errors meaning "the client that held this message was condemned", not
-#: "this message cannot be delivered": such a message moves to the replacement client.
-_CLIENT_GONE = frozenset(getattr(KafkaError, name) for name in (
-    "_FATAL", "_PURGE_QUEUE", "_PURGE_INFLIGHT", "OUT_OF_ORDER_SEQUENCE_NUMBER",
-    "UNKNOWN_PRODUCER_ID", "INVALID_PRODUCER_EPOCH", "_INCONSISTENT") if hasattr(KafkaError, name))
+#: Purge reports: the client was condemned (or is closing), not the message.
+_PURGED = frozenset((KafkaError._PURGE_QUEUE, KafkaError._PURGE_INFLIGHT))
 
 #: How long one wait for room in a full queue lasts before trying again.
 _QUEUE_POLL_INTERVAL = 0.05
@@ -276,8 +273,9 @@ class KafkaProducer:
     def _report(self, handle: _Client, report: Report, err: KafkaError | None, msg: Any) -> None:
         """A delivery report of ``handle``'s client: move the message to a new client
         if its client was condemned, else hand it to ``report``."""
-        if err is not None and err.code() in _CLIENT_GONE and not self.closing:
-            if err.code() not in (KafkaError._PURGE_QUEUE, KafkaError._PURGE_INFLIGHT):
+        if err is not None and not self.closing and (
+                err.code() in _PURGED or err.fatal() or err.code() == KafkaError._FATAL):
+            if err.code() not in _PURGED:
                 self._condemn(handle, err)  # a fatal report: the rest follows after this poll
             err = self._resend(msg, report)
             if err is None:
@@ -294,8 +292,9 @@ class KafkaProducer:
         else:
             created = 0
         try:
-            self.produce(msg.topic(), msg.value(), msg.key(), msg.headers(),
-                         None if report is self._on_report else report, created, wait=True)
+            # inside a delivery callback: wait for room, but retire no client from here
+            self._produce(msg.topic(), msg.value(), msg.key(), msg.headers(),
+                          None if report is self._on_report else report, created, True, False)
         except BufferError:
             return KafkaError(KafkaError._QUEUE_FULL, "producer queue full")
         except KafkaException as exc:
@@ -345,6 +344,11 @@ class KafkaProducer:
         replaced first and the message queued on the new one. KafkaException,
         TypeError and ValueError mean the message was refused.
         """
+        # inside a delivery callback (wait=False) a client is retired after its poll, not here
+        self._produce(topic, value, key, headers, on_delivery, timestamp, wait, wait)
+
+    def _produce(self, topic: str, value: Any, key: Any, headers: list[tuple[str, bytes]] | None,
+                 on_delivery: Report | None, timestamp: int, wait: bool, retire: bool) -> None:
         handle = self._handle()
         for _ in range(3):  # a replacement happening meanwhile: the next client
             client = handle.client
@@ -357,8 +361,7 @@ class KafkaProducer:
                 err = fatal_error(exc)
                 if err is None:
                     raise
-                # inside a delivery callback (wait=False) the client is retired after its poll
-                if self._condemn(handle, err) and wait:
+                if self._condemn(handle, err) and retire:
                     self._retire_condemned()
             except RuntimeError:  # closed by a replacement: try the new client
                 pass
