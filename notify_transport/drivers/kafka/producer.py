@@ -128,8 +128,10 @@ class KafkaProducer:
 
     def __init__(self, config: dict[str, Any], name: str, on_report: Report,
                  on_lost: Callable[[int], None], queue_timeout: float,
-                 background: bool = True) -> None:
+                 background: bool = True, unit: str = "message") -> None:
         self._config = dict(config)
+        #: what a message is called in log lines ("notification", "copy")
+        self.unit = unit
         self.name = name
         self._on_report = on_report
         self._on_lost = on_lost
@@ -252,8 +254,8 @@ class KafkaProducer:
                         break
                 left = handle.held()
                 if left:
-                    LOG.error("%d message(s) held by the replaced Kafka producer for %s were "
-                              "never reported back and are lost", left, self.name)
+                    LOG.error("%d %s(s) held by the replaced Kafka producer for %s were "
+                              "never reported back and are lost", left, self.unit, self.name)
                     self._on_lost(left)
                 if thread is not None and thread.is_alive() and thread is not threading.current_thread():
                     LOG.warning("The delivery-report thread of the replaced Kafka producer for %s "
@@ -449,8 +451,8 @@ class KafkaProducer:
                     self._old.append(handle)
             if handle is not None:
                 if left:
-                    LOG.error("%d message(s) to %s were not confirmed by the broker within %.1fs "
-                              "and are lost", left, self.name, timeout)
+                    LOG.error("%d %s(s) to %s were not confirmed by the broker within %.1fs "
+                              "and are lost", left, self.unit, self.name, timeout)
                 self._retire(handle)
             self._retire_condemned()
         finally:
@@ -507,7 +509,9 @@ class NotificationProducer:
         self.sent = Counter()
         self.failed = Counter()
         self.failures = RateLimitedLog(LOG)
-        self.client = KafkaProducer(config, url_for_logs, self.on_report, self._lost, queue_timeout)
+        self._queue_timeout = queue_timeout
+        self.client = KafkaProducer(config, url_for_logs, self.on_report, self._lost, queue_timeout,
+                                    unit="notification")
 
     def __repr__(self) -> str:
         return f"<NotificationProducer {self._url_for_logs}>"
@@ -536,9 +540,9 @@ class NotificationProducer:
         except BufferError:
             self.failed.incr()
             raise MessageDeliveryFailure(
-                f"Kafka producer queue for {self._url_for_logs} stayed full "
-                f"({self.client.pending} messages waiting for the broker); notification to "
-                f"topic {topic} not sent") from None
+                f"Kafka producer queue for {self._url_for_logs} stayed full for "
+                f"{self._queue_timeout}s ({self.client.pending} messages waiting for the broker); "
+                f"notification to topic {topic} not sent") from None
         except KafkaException as exc:
             self.failed.incr()
             err = exc.args[0] if exc.args else None

@@ -157,7 +157,7 @@ class SideProducer:
         self.closed = False
         self.failures = RateLimitedLog(LOG)
         self.client = KafkaProducer(config, f"{name} (retry/dead-letter copies)", self._unexpected,
-                                    self._lost, QUEUE_WAIT, background=False)
+                                    self._lost, QUEUE_WAIT, background=False, unit="copy")
 
     @property
     def pending(self) -> int:
