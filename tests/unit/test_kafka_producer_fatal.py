@@ -140,12 +140,15 @@ def test_a_fatal_error_reported_by_error_cb_replaces_the_producer(clients):
     p.close()
 
 
-def test_fatal_delivery_reports_move_their_messages_to_a_new_client(clients):
+@pytest.mark.parametrize("code, fatal", [(KafkaError._FATAL, True),
+                                         (KafkaError.OUT_OF_ORDER_SEQUENCE_NUMBER, False)])
+def test_fatal_delivery_reports_move_their_messages_to_a_new_client(clients, code, fatal):
     p = notifier()
     for i in range(4):
         p.send("t.info", b"v%d" % i)
     first = clients[0]
-    first.fail(2, KafkaError._FATAL, fatal=True)  # librdkafka fails what it held with the fatal error
+    # librdkafka fails what it held with the fatal error's code (seen: without the fatal flag)
+    first.fail(2, code, fatal=fatal)
     assert wait_for(lambda: first.closed)
     assert sorted(clients[1].values()) == [b"v0", b"v1", b"v2", b"v3"]
     assert p.stats() == {"sent": 4, "delivered": 0, "failed": 0, "pending": 4}

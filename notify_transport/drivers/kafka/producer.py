@@ -61,6 +61,12 @@ _PERMANENT = frozenset(getattr(KafkaError, name) for name in (
 
 #: Purge reports: the client was condemned (or is closing), not the message.
 _PURGED = frozenset((KafkaError._PURGE_QUEUE, KafkaError._PURGE_INFLIGHT))
+#: Report errors that condemn the client's idempotent session, not the message: librdkafka
+#: fails what the client held with them when it raises the fatal error (without the fatal
+#: flag on each report).
+_SESSION_LOST = frozenset(getattr(KafkaError, name) for name in (
+    "_FATAL", "OUT_OF_ORDER_SEQUENCE_NUMBER", "UNKNOWN_PRODUCER_ID", "INVALID_PRODUCER_EPOCH",
+    "_INCONSISTENT", "_FENCED") if hasattr(KafkaError, name))
 
 #: How long one wait for room in a full queue lasts before trying again.
 _QUEUE_POLL_INTERVAL = 0.05
@@ -276,7 +282,7 @@ class KafkaProducer:
         """A delivery report of ``handle``'s client: move the message to a new client
         if its client was condemned, else hand it to ``report``."""
         if err is not None and not self.closing and (
-                err.code() in _PURGED or err.fatal() or err.code() == KafkaError._FATAL):
+                err.code() in _PURGED or err.code() in _SESSION_LOST or err.fatal()):
             if err.code() not in _PURGED:
                 self._condemn(handle, err)  # a fatal report: the rest follows after this poll
             err = self._resend(msg, report)
