@@ -34,7 +34,7 @@ import time
 import uuid
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 #: Acknowledged writes a crashed broker may not have stored: sent at most this long before a
 #: kill. noida-db loses up to about 1.1 s of writes it acknowledged (measured: every id missing
@@ -83,7 +83,13 @@ class StormResult:
                 f"lost by the broker itself {self.broker_lost}, duplicated {self.duplicated}")
 
 
-def _read_ids(driver: Any, topic: str, expected: set[int], idle: float = 5.0) -> list[int]:
+def notification_id(value: bytes) -> int:
+    """The storm's id in a notification (oslo 2.0 envelope)."""
+    return json.loads(json.loads(value)["oslo.message"])["payload"]["i"]
+
+
+def read_ids(driver: Any, topic: str, expected: set[int], idle: float = 5.0,
+             decode: Callable[[bytes], int] = notification_id) -> list[int]:
     """The ids in ``topic``, read until each of ``expected`` was seen or nothing came for ``idle`` s.
 
     Not bounded by the high watermark: Tansu's can be short of the last records.
@@ -96,7 +102,7 @@ def _read_ids(driver: Any, topic: str, expected: set[int], idle: float = 5.0) ->
             record = reader.next(timeout=idle)
             if record is None:
                 break
-            i = json.loads(json.loads(record.value)["oslo.message"])["payload"]["i"]
+            i = decode(record.value)
             ids.append(i)
             left.discard(i)
     except StopIteration:
@@ -104,6 +110,11 @@ def _read_ids(driver: Any, topic: str, expected: set[int], idle: float = 5.0) ->
     finally:
         reader.close()
     return ids
+
+
+def in_crash_window(sent: float, kills: list[float]) -> bool:
+    """Whether a write sent at ``sent`` may have been acknowledged and lost by a crash in ``kills``."""
+    return any(k - CRASH_WINDOW <= sent < k for k in kills)
 
 
 def _first_delivery(transport: Any, since: float, timeout: float) -> float:
@@ -135,7 +146,7 @@ def run_storm(broker: Any, conf: Any, topic: str, *, threads: int = 8, rate: flo
 
     result = StormResult(broker.name, threads, rate, cycles, down)
     transport = notify_transport.get_notification_transport(conf, broker.url(**query))
-    driver = transport.driver
+    driver: Any = transport.driver  # the Kafka driver: its admin client creates the topic
     kafka_topic = f"{topic}.info"
     driver._admin.ensure_topics([kafka_topic])
     notifier = Notifier(transport, driver="messagingv2", topics=[topic], publisher_id="storm")
@@ -196,14 +207,14 @@ def run_storm(broker: Any, conf: Any, topic: str, *, threads: int = 8, rate: flo
     raised_set = set(raised)
     checked = [i for i, t in sent_at.items() if i not in raised_set
                and (keeps_data or t >= kills[-1])]
-    counts = collections.Counter(_read_ids(driver, kafka_topic, set(checked)))
+    counts = collections.Counter(read_ids(driver, kafka_topic, set(checked)))
     result.duplicated = sum(n - 1 for n in counts.values() if n > 1)
     result.checked = len(checked)
     missing = [i for i in checked if i not in counts]
-    in_crash_window = [i for i in missing if any(k - CRASH_WINDOW <= sent_at[i] < k for k in kills)]
-    result.broker_lost = len(in_crash_window)
-    result.missing = len(missing) - len(in_crash_window)
-    lost_by_us = sorted(set(missing) - set(in_crash_window))
+    lost_by_broker = [i for i in missing if in_crash_window(sent_at[i], kills)]
+    result.broker_lost = len(lost_by_broker)
+    result.missing = len(missing) - len(lost_by_broker)
+    lost_by_us = sorted(set(missing) - set(lost_by_broker))
     result.missing_sample = [(i, [round(sent_at[i] - k, 3) for k in kills]) for i in lost_by_us[:20]]
     transport.cleanup()
     return result

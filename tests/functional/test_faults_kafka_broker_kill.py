@@ -46,7 +46,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 if ROOT not in sys.path:
     sys.path.insert(0, ROOT)
 
-from bench.kafka_restart_storm import run_storm  # noqa: E402  (the benchmark row runs the same storm)
+from bench.kafka_restart_storm import in_crash_window, read_ids, run_storm  # noqa: E402  (the benchmark row runs the same storm)
 
 RATE = 200          # notifications per second
 BEFORE = 2.0        # seconds of sending before the crash
@@ -155,6 +155,69 @@ def test_broker_restart_storm_costs_no_notification(request, broker_name, kafka_
     # nothing lost silently: each notification that must be in the topic is there or failed
     assert result.missing <= result.failed, (result.missing_sample, result.summary())
     assert result.checked > 0
+
+
+@pytest.mark.parametrize("broker_name", ["own_noida", "own_tansu"])
+def test_retry_and_dead_letter_copies_survive_broker_restarts(request, broker_name, kafka_conf,
+                                                              unique_topic):
+    """The listeners' copy producer across three 3 s restarts: each copy is confirmed or
+    reported failed exactly once (at most 1% failed), and each confirmed copy is in the topic."""
+    from notify_transport.drivers.kafka import client_properties
+    from notify_transport.drivers.kafka.delivery.deadletter import SideProducer
+
+    broker = request.getfixturevalue(broker_name)
+    keeps_data = broker_name == "own_noida"
+    transport = notify_transport.get_notification_transport(kafka_conf, broker.url())
+    driver = transport.driver
+    topic = unique_topic("copies")
+    driver._admin.ensure_topics([topic])
+    side = SideProducer(client_properties.producer_config(driver.url, driver.opts), "storm")
+    outcomes: dict[int, object] = {}
+    sent_at: dict[int, float] = {}
+    stop = threading.Event()
+    rate = 400.0
+
+    def send() -> None:  # the listener's polling thread sends copies and serves their reports
+        i, next_at = 0, time.monotonic()
+        while not stop.is_set():
+            sent_at[i] = time.monotonic()
+            side.send(topic, json.dumps({"i": i}).encode(), b"k", [("nt-attempts", b"1")],
+                      lambda err, i=i: outcomes.__setitem__(i, err))
+            side.serve()
+            i, next_at = i + 1, next_at + 1.0 / rate
+            stop.wait(max(0.0, next_at - time.monotonic()))
+
+    sender = threading.Thread(target=send, daemon=True)
+    sender.start()
+    kills: list[float] = []
+    try:
+        stop.wait(2.0)
+        for _ in range(3):
+            broker.kill()
+            kills.append(time.monotonic())
+            stop.wait(3.0)
+            broker.start()
+            if not keeps_data:
+                driver._admin.ensure_topics([topic])
+            stop.wait(4.0)
+    finally:
+        stop.set()
+        sender.join(30)
+    assert not sender.is_alive()
+    assert side.flush(60) == 0
+    assert sorted(outcomes) == sorted(sent_at)  # every copy settled once
+    failed = [i for i, err in outcomes.items() if err is not None]
+    confirmed = {i for i, err in outcomes.items() if err is None
+                 and (keeps_data or sent_at[i] >= kills[-1])}
+    seen = set(read_ids(driver, topic, confirmed, decode=lambda v: json.loads(v)["i"]))
+    missing = sorted(i for i in confirmed - seen if not in_crash_window(sent_at[i], kills))
+    print(f"\n{broker_name}: copies sent {len(sent_at)}, failed {len(failed)}, confirmed and "
+          f"checked {len(confirmed)}, missing {len(missing)}, lost by the broker at a crash "
+          f"{len(confirmed - seen) - len(missing)}")
+    assert len(failed) <= 0.01 * len(sent_at), len(failed)
+    assert missing == [], missing[:20]
+    side.close(0)
+    transport.cleanup()
 
 
 @pytest.mark.parametrize("mode", ["commit_before_dispatch", "at_least_once"])
