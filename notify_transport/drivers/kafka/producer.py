@@ -144,7 +144,9 @@ class KafkaProducer:
         self._queue_timeout = queue_timeout
         self._background = background
         self._timeout_ms = _message_timeout_ms(self._config)
-        self._lock = threading.Lock()  # held only to swap clients, never to wait
+        # held only to swap clients, never to wait; re-entrant because a delivery or error
+        # callback may run (and swap) while the lock is held, e.g. when a client is freed
+        self._lock = threading.RLock()
         self._current: _Client | None = None
         #: condemned clients not yet closed (what they hold is still pending)
         self._old: list[_Client] = []
@@ -267,7 +269,7 @@ class KafkaProducer:
                     LOG.warning("The delivery-report thread of the replaced Kafka producer for %s "
                                 "did not stop in time; the client is left to the garbage collector",
                                 self.name)
-                else:
+                elif not left:  # close() waits for what the client holds: only when empty
                     try:
                         client.close()
                     except (KafkaException, RuntimeError):  # already closed / fatal state
@@ -276,6 +278,9 @@ class KafkaProducer:
             with self._lock:
                 if handle in self._old:
                     self._old.remove(handle)
+            # the client's callbacks refer to the handle: without this cycle the client is
+            # freed here, outside the lock, not by the garbage collector at any moment
+            handle.client = None
 
     # -- reports ----------------------------------------------------------------
     def _report(self, handle: _Client, report: Report, err: KafkaError | None, msg: Any) -> None:
@@ -360,7 +365,9 @@ class KafkaProducer:
         handle = self._handle()
         for _ in range(3):  # a replacement happening meanwhile: the next client
             client = handle.client
-            assert client is not None
+            if client is None:  # retired by another thread meanwhile
+                handle = self._handle()
+                continue
             callback = None if on_delivery is None else functools.partial(self._report, handle, on_delivery)
             try:
                 self._produce_on(client, topic, value, key, headers, callback, timestamp, wait)
@@ -406,9 +413,10 @@ class KafkaProducer:
     def poll(self, timeout: float = 0.0) -> None:
         """Serve due delivery reports (owners without a background thread call this)."""
         handle = self._current
-        if handle is not None and handle.client is not None:
+        client = handle.client if handle is not None else None
+        if handle is not None and client is not None:
             try:
-                handle.client.poll(timeout)
+                client.poll(timeout)
             except RuntimeError:
                 pass
             except KafkaException as exc:
@@ -427,12 +435,13 @@ class KafkaProducer:
             if self._old:
                 self._retire_condemned()
             handle = self._current
+            client = handle.client if handle is not None else None
             left = None if deadline is None else deadline - time.monotonic()
-            if handle is None or handle.client is None or not self.pending \
+            if handle is None or client is None or not self.pending \
                     or (left is not None and left <= 0):
                 return self.pending
             try:
-                handle.client.flush(1.0 if left is None else min(1.0, left))
+                client.flush(1.0 if left is None else min(1.0, left))
             except RuntimeError:
                 pass
             except KafkaException as exc:
