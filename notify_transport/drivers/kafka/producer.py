@@ -94,6 +94,21 @@ def fatal_error(exc: KafkaException) -> KafkaError | None:
     return None
 
 
+def _serve_reports(client: confluent_kafka.Producer, timeout: float) -> None:
+    """Serve delivery reports for up to ``timeout`` seconds, returning once the client holds nothing.
+
+    poll(), not flush(): when the fatal error is raised in the middle of a
+    flush(), confluent-kafka goes on calling delivery callbacks with that
+    exception pending, and they fail (SystemError) with their messages lost.
+    poll() returns with the exception instead.
+    """
+    deadline = time.monotonic() + max(0.0, timeout)
+    while True:
+        client.poll(max(0.0, min(_QUEUE_POLL_INTERVAL, deadline - time.monotonic())))
+        if not len(client) or time.monotonic() >= deadline:
+            return
+
+
 def _message_timeout_ms(config: dict[str, Any]) -> int:
     value = config.get("message.timeout.ms", config.get("delivery.timeout.ms"))
     return int(value) if value is not None else _DEFAULT_MESSAGE_TIMEOUT_MS
@@ -255,7 +270,7 @@ class KafkaProducer:
                 deadline = time.monotonic() + _RETIRE_TIMEOUT
                 while handle.held() and time.monotonic() < deadline:
                     try:
-                        client.flush(max(0.0, min(0.5, deadline - time.monotonic())))
+                        _serve_reports(client, deadline - time.monotonic())
                     except KafkaException:  # the fatal error raised once more: go on serving
                         continue
                     except RuntimeError:
@@ -441,7 +456,7 @@ class KafkaProducer:
                     or (left is not None and left <= 0):
                 return self.pending
             try:
-                client.flush(1.0 if left is None else min(1.0, left))
+                _serve_reports(client, 1.0 if left is None else min(1.0, left))
             except RuntimeError:
                 pass
             except KafkaException as exc:
