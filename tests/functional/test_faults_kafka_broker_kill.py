@@ -46,7 +46,8 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 if ROOT not in sys.path:
     sys.path.insert(0, ROOT)
 
-from bench.kafka_restart_storm import in_crash_window, read_ids, run_storm  # noqa: E402  (the benchmark row runs the same storm)
+from bench.kafka_restart_storm import in_crash_window, run_storm  # noqa: E402  (the benchmark row runs the same storm)
+from bench.kafka_restart_storm import read_ids as read_storm_ids  # noqa: E402
 
 RATE = 200          # notifications per second
 BEFORE = 2.0        # seconds of sending before the crash
@@ -209,7 +210,7 @@ def test_retry_and_dead_letter_copies_survive_broker_restarts(request, broker_na
     failed = [i for i, err in outcomes.items() if err is not None]
     confirmed = {i for i, err in outcomes.items() if err is None
                  and (keeps_data or sent_at[i] >= kills[-1])}
-    seen = set(read_ids(driver, topic, confirmed, decode=lambda v: json.loads(v)["i"]))
+    seen = set(read_storm_ids(driver, topic, confirmed, decode=lambda v: json.loads(v)["i"]))
     missing = sorted(i for i in confirmed - seen if not in_crash_window(sent_at[i], kills))
     print(f"\n{broker_name}: copies sent {len(sent_at)}, failed {len(failed)}, confirmed and "
           f"checked {len(confirmed)}, missing {len(missing)}, lost by the broker at a crash "
