@@ -4,7 +4,7 @@ Each broker family keeps its fixtures in its own module, imported here, so the
 sections below stay independent.
 """
 # -- Kafka-protocol brokers (noida-db, Tansu, external cluster) -----------------
-# noida, tansu, external, kafka_bootstrap, kafka_conf, unique_topic, kafka_driver,
+# noida, own_noida, tansu, own_tansu, external, kafka_bootstrap, kafka_conf, unique_topic, kafka_driver,
 # raw_producer, collectors; helpers kafka_url(), Collector
 from kafka_fixtures import *  # noqa: F401,F403
 

@@ -47,6 +47,15 @@ def own_noida(tmp_path: Any) -> Iterator[NoidaBroker]:
     broker.close()
 
 
+@pytest.fixture
+def own_tansu() -> Iterator[TansuBroker]:
+    """A Tansu broker of the test's own, for tests that stop or kill it (memory only: a kill empties it)."""
+    broker = TansuBroker()
+    broker.start()
+    yield broker
+    broker.close()
+
+
 @pytest.fixture(scope="session")
 def tansu() -> Iterator[TansuBroker]:
     """The second broker: Tansu, memory only."""

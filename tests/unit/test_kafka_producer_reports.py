@@ -6,52 +6,15 @@ import logging
 import pytest
 from confluent_kafka import KafkaError
 
-from notify_transport.drivers.kafka import producer as producer_module
+from kafka_fake_producer import install
+
 from notify_transport.drivers.kafka.delivery import deadletter
 from notify_transport.drivers.kafka.producer import NotificationProducer
 
 
-class HeldProducer:
-    """A stand-in client: produce() holds messages until the test confirms or fails them."""
-
-    def __init__(self, config):
-        self.config = config
-        self.held = []
-
-    def produce(self, topic, value, key=None, on_delivery=None):
-        self.held.append((topic, value, on_delivery))
-
-    def __len__(self):
-        return len(self.held)
-
-    def confirm(self, n):
-        del self.held[:n]  # a success: no report, the client just lets go of it
-
-    def fail(self, n, code=KafkaError._MSG_TIMED_OUT):
-        for topic, _, callback in self.held[:n]:
-            message = type("M", (), {"topic": lambda self, t=topic: t})()
-            (callback or self.config["on_delivery"])(KafkaError(code, "timed out"), message)
-        del self.held[:n]
-
-    def poll(self, timeout=None):
-        return 0
-
-    def flush(self, timeout=None):
-        return len(self.held)
-
-    def close(self):
-        pass
-
-
 @pytest.fixture
 def made(monkeypatch):
-    clients = []
-
-    def make(config):
-        clients.append(HeldProducer(config))
-        return clients[-1]
-    monkeypatch.setattr(producer_module.confluent_kafka, "Producer", make)
-    return clients
+    return install(monkeypatch)
 
 
 def test_delivered_is_what_is_neither_failed_nor_held(made, caplog):
@@ -83,11 +46,12 @@ def test_a_resent_message_counts_once(made):
     p.close()
 
 
-def test_retry_and_dead_letter_copies_keep_their_success_reports(monkeypatch):
-    seen = {}
-    monkeypatch.setattr(deadletter.confluent_kafka, "Producer",
-                        lambda config: seen.update(config) or HeldProducer(config))
+def test_retry_and_dead_letter_copies_keep_their_success_reports(made):
     side = deadletter.SideProducer({"bootstrap.servers": "x", "delivery.report.only.error": True},
                                    "test")
-    side._client()
-    assert seen["delivery.report.only.error"] is False
+    outcomes = []
+    side.send("t.dlq", b"v", None, [], outcomes.append)
+    assert made[0].config["delivery.report.only.error"] is False
+    made[0].confirm(1)
+    assert outcomes == [None] and side.pending == 0
+    side.close(0)

@@ -1,23 +1,43 @@
-"""The notification producer: one confluent-kafka Producer per driver, shared by all threads.
+"""Producing to Kafka: the one confluent-kafka Producer wrapper, and the notifier's accounting.
 
-A failed delivery is reported, counted and logged with its topic and cause
-(never the payload), so nothing is dropped silently; successes are not
-reported one by one (librdkafka's ``delivery.report.only.error``): a
-notification is delivered once the client no longer holds it and it did not
+:class:`KafkaProducer` owns one ``confluent_kafka.Producer`` at a time and
+replaces it after a fatal error (e.g. OUT_OF_ORDER_SEQUENCE_NUMBER once a
+restarted broker lost acknowledged writes: an idempotent session cannot go
+on). What the condemned client still holds is not dropped: its messages come
+back as failed delivery reports (fatal or purge errors) carrying topic,
+value, key, headers and create time, and are produced again on the new
+client while their original ``message.timeout.ms`` has not passed. No copy is
+kept on the hot path for that. A resend may duplicate a message the broker
+did store; the message id lets consumers drop the copy.
+
+The replacement protocol: the client is swapped under a lock held only for
+the swap; the old client's report thread is stopped and joined, its
+messages purged and re-produced, and the client closed, all outside the lock
+and each bounded in time. Whichever thread saw the fatal error first does it.
+
+:class:`NotificationProducer` (the notifier) counts sends and failures on
+top: a failed delivery is reported, counted and logged with its topic and
+cause (never the payload), so nothing is dropped silently; successes are
+not reported one by one (librdkafka's ``delivery.report.only.error``): a
+notification is delivered once no client holds it any more and it did not
 fail. ``retry`` follows oslo.messaging's meaning:
 
 * ``None`` or ``-1``: librdkafka retries on its own until ``delivery_timeout``;
 * ``0``: a failed delivery is reported, never re-sent;
 * ``N > 0``: a failed delivery is produced again, up to ``N`` times, each
   attempt with a fresh ``delivery_timeout``.
+
+The listeners' retry and dead-letter copies use :class:`KafkaProducer` too
+(:class:`~notify_transport.drivers.kafka.delivery.deadletter.SideProducer`).
 """
 from __future__ import annotations
 
 import functools
+import json
 import logging
 import threading
 import time
-from typing import Any
+from typing import Any, Callable
 
 import confluent_kafka
 from confluent_kafka import KafkaError, KafkaException
@@ -28,7 +48,9 @@ from notify_transport.drivers.kafka.reporting import RateLimitedLog
 from notify_transport.exceptions import MessageDeliveryFailure
 
 LOG = logging.getLogger(__name__)
-#: librdkafka's own log lines, routed into std logging.
+
+#: ``report(err, msg)``: a delivery report (err is None for a success).
+Report = Callable[[KafkaError | None, Any], None]
 
 #: Errors a re-send cannot fix (or that mean the application dropped the message).
 _PERMANENT = frozenset(getattr(KafkaError, name) for name in (
@@ -37,10 +59,31 @@ _PERMANENT = frozenset(getattr(KafkaError, name) for name in (
     "TOPIC_EXCEPTION", "UNSUPPORTED_VERSION", "_PURGE_QUEUE", "_PURGE_INFLIGHT",
     "_FATAL", "_FENCED") if hasattr(KafkaError, name))
 
+#: Purge reports: the client was condemned (or is closing), not the message.
+_PURGED = frozenset((KafkaError._PURGE_QUEUE, KafkaError._PURGE_INFLIGHT))
+#: Report errors that condemn the client's idempotent session, not the message: librdkafka
+#: fails what the client held with them when it raises the fatal error (without the fatal
+#: flag on each report).
+_SESSION_LOST = frozenset(getattr(KafkaError, name) for name in (
+    "_FATAL", "OUT_OF_ORDER_SEQUENCE_NUMBER", "UNKNOWN_PRODUCER_ID", "INVALID_PRODUCER_EPOCH",
+    "_INCONSISTENT", "_FENCED") if hasattr(KafkaError, name))
+
 #: How long one wait for room in a full queue lasts before trying again.
 _QUEUE_POLL_INTERVAL = 0.05
 #: How long the delivery-report thread waits for events in one poll.
 _REPORT_POLL_INTERVAL = 0.1
+#: Longest wait for a condemned client's report thread to end.
+_JOIN_TIMEOUT = 5.0
+#: Longest wait for a condemned client to hand back (through reports) what it held.
+_RETIRE_TIMEOUT = 5.0
+#: librdkafka's default message.timeout.ms.
+_DEFAULT_MESSAGE_TIMEOUT_MS = 300_000
+#: How often librdkafka reports its statistics (the idempotent producer's epoch count).
+_STATS_INTERVAL_MS = 1000
+#: Epoch bumps within one statistics interval that mean the broker keeps forgetting the
+#: producer id (UNKNOWN_PRODUCER_ID after every bump, e.g. a broker that restarted empty):
+#: only a new client (a new producer id) gets out of that loop.
+_EPOCH_BUMP_STORM = 10
 
 
 def fatal_error(exc: KafkaException) -> KafkaError | None:
@@ -51,179 +94,467 @@ def fatal_error(exc: KafkaException) -> KafkaError | None:
     return None
 
 
+def _serve_reports(client: confluent_kafka.Producer, timeout: float) -> None:
+    """Serve delivery reports for up to ``timeout`` seconds, returning once the client holds nothing.
+
+    poll(), not flush(): when the fatal error is raised in the middle of a
+    flush(), confluent-kafka goes on calling delivery callbacks with that
+    exception pending, and they fail (SystemError) with their messages lost.
+    poll() returns with the exception instead.
+    """
+    deadline = time.monotonic() + max(0.0, timeout)
+    while True:
+        client.poll(max(0.0, min(_QUEUE_POLL_INTERVAL, deadline - time.monotonic())))
+        if not len(client) or time.monotonic() >= deadline:
+            return
+
+
+def _message_timeout_ms(config: dict[str, Any]) -> int:
+    value = config.get("message.timeout.ms", config.get("delivery.timeout.ms"))
+    return int(value) if value is not None else _DEFAULT_MESSAGE_TIMEOUT_MS
+
+
+class _Client:
+    """One confluent-kafka client and the thread serving its reports (if any)."""
+
+    __slots__ = ("client", "stop", "thread", "draining", "epochs")
+
+    def __init__(self) -> None:
+        self.client: confluent_kafka.Producer | None = None
+        self.stop = threading.Event()
+        self.thread: threading.Thread | None = None
+        #: a thread took charge of retiring it
+        self.draining = False
+        #: the idempotent producer's (id, epoch) at the last statistics report
+        self.epochs: tuple[int, int] | None = None
+
+    def held(self) -> int:
+        try:
+            return len(self.client) if self.client is not None else 0
+        except RuntimeError:  # closed
+            return 0
+
+
+class KafkaProducer:
+    """Thread-safe wrapper around a lazily created ``confluent_kafka.Producer``.
+
+    ``on_report(err, msg)`` receives the reports of messages produced without
+    a callback of their own; ``on_lost(n)`` is told of messages a condemned
+    client still held and never reported (they are not delivered).
+    ``background``: a thread serves delivery reports, else the owner calls
+    :meth:`poll`. Reports of a condemned client are never seen by the owner:
+    those messages are produced again, unless the transport is closing or
+    their message timeout passed (reported with ``_MSG_TIMED_OUT``).
+    """
+
+    def __init__(self, config: dict[str, Any], name: str, on_report: Report,
+                 on_lost: Callable[[int], None], queue_timeout: float,
+                 background: bool = True, unit: str = "message") -> None:
+        self._config = dict(config)
+        #: what a message is called in log lines ("notification", "copy")
+        self.unit = unit
+        self.name = name
+        self._on_report = on_report
+        self._on_lost = on_lost
+        self._queue_timeout = queue_timeout
+        self._background = background
+        self._timeout_ms = _message_timeout_ms(self._config)
+        # held only to swap clients, never to wait; re-entrant because a delivery or error
+        # callback may run (and swap) while the lock is held, e.g. when a client is freed
+        self._lock = threading.RLock()
+        self._current: _Client | None = None
+        #: condemned clients not yet closed (what they hold is still pending)
+        self._old: list[_Client] = []
+        #: set by close(): purged messages are failed, not sent again
+        self.closing = False
+
+    def __repr__(self) -> str:
+        return f"<KafkaProducer {self.name}>"
+
+    # -- the client -------------------------------------------------------------
+    def _handle(self) -> _Client:
+        """The current client, created on first use (a driver that never sends opens no connection)."""
+        handle = self._current
+        if handle is not None:
+            return handle
+        with self._lock:
+            if self._current is None:
+                self._current = self._create()
+            return self._current
+
+    def _create(self) -> _Client:
+        handle = _Client()
+        config = dict(self._config)
+        config["on_delivery"] = functools.partial(self._report, handle, self._on_report)
+        config["error_cb"] = functools.partial(self._on_error, handle)
+        config["logger"] = RDKAFKA_LOG
+        if config.get("enable.idempotence") and "statistics.interval.ms" not in config:
+            config["statistics.interval.ms"] = _STATS_INTERVAL_MS
+            config["stats_cb"] = functools.partial(self._on_stats, handle)
+        LOG.debug("Creating Kafka producer for %s: %s", self.name, redact(self._config))
+        try:
+            handle.client = confluent_kafka.Producer(config)
+        except (KafkaException, ValueError, TypeError) as exc:
+            raise MessageDeliveryFailure(
+                f"Cannot create a Kafka producer for {self.name}: {exc}") from exc
+        if self._background:
+            # a failure is logged and counted when it happens, even if the service sends
+            # nothing more for a while, and send() does not pay for a poll per message
+            handle.thread = threading.Thread(target=self._serve, args=(handle,),
+                                             name="notify-kafka-delivery-reports", daemon=True)
+            handle.thread.start()
+        return handle
+
+    def _serve(self, handle: _Client) -> None:
+        client = handle.client
+        assert client is not None
+        while not handle.stop.is_set():
+            try:
+                client.poll(_REPORT_POLL_INTERVAL)
+            except RuntimeError:  # closed under us
+                break
+            except KafkaException as exc:
+                err = fatal_error(exc)
+                if err is None:
+                    LOG.exception("Delivery report handling failed")
+                    continue
+                self._condemn(handle, err)
+            except Exception:  # a callback raised: keep serving the others
+                LOG.exception("Delivery report handling failed")
+        self._retire_condemned()
+
+    def _condemn(self, handle: _Client, err: KafkaError) -> bool:
+        """``handle`` hit fatal error ``err``: swap it out (True) unless that was done already.
+
+        Only the swap happens here, under the lock; :meth:`_retire_condemned`
+        does the rest, outside it.
+        """
+        with self._lock:
+            if self._current is not handle:
+                return False
+            self._current = None
+            handle.draining = False
+            self._old.append(handle)
+            handle.stop.set()
+        LOG.error("Kafka producer for %s hit a fatal error (%s); replacing it and sending what "
+                  "it held again", self.name, err.str())
+        return True
+
+    def _retire_condemned(self) -> None:
+        """Retire each condemned client no other thread has taken charge of."""
+        while self._old:
+            with self._lock:
+                handle = next((h for h in self._old if not h.draining), None)
+                if handle is None:
+                    return
+                handle.draining = True
+            self._retire(handle)
+
+    def _retire(self, handle: _Client) -> None:
+        """Stop the report thread, take back (through reports) what the client holds, close it.
+
+        Purged messages come back as reports: produced again on the current
+        client, or failed when closing. Every wait is bounded.
+        """
+        handle.stop.set()
+        thread = handle.thread
+        if thread is not None and thread is not threading.current_thread():
+            thread.join(_JOIN_TIMEOUT)
+        client = handle.client
+        try:
+            if client is not None:
+                try:
+                    client.purge(in_queue=True, in_flight=True, blocking=False)
+                except (KafkaException, RuntimeError):
+                    pass
+                deadline = time.monotonic() + _RETIRE_TIMEOUT
+                while handle.held() and time.monotonic() < deadline:
+                    try:
+                        _serve_reports(client, deadline - time.monotonic())
+                    except KafkaException:  # the fatal error raised once more: go on serving
+                        continue
+                    except RuntimeError:
+                        break
+                left = handle.held()
+                if left:
+                    LOG.error("%d %s(s) held by the replaced Kafka producer for %s were "
+                              "never reported back and are lost", left, self.unit, self.name)
+                    self._on_lost(left)
+                if thread is not None and thread.is_alive() and thread is not threading.current_thread():
+                    LOG.warning("The delivery-report thread of the replaced Kafka producer for %s "
+                                "did not stop in time; the client is left to the garbage collector",
+                                self.name)
+                elif not left:  # close() waits for what the client holds: only when empty
+                    try:
+                        client.close()
+                    except (KafkaException, RuntimeError):  # already closed / fatal state
+                        pass
+        finally:
+            with self._lock:
+                if handle in self._old:
+                    self._old.remove(handle)
+            # the client's callbacks refer to the handle: without this cycle the client is
+            # freed here, outside the lock, not by the garbage collector at any moment
+            handle.client = None
+
+    # -- reports ----------------------------------------------------------------
+    def _report(self, handle: _Client, report: Report, err: KafkaError | None, msg: Any) -> None:
+        """A delivery report of ``handle``'s client: move the message to a new client
+        if its client was condemned, else hand it to ``report``."""
+        if err is not None and not self.closing and (
+                err.code() in _PURGED or err.code() in _SESSION_LOST or err.fatal()):
+            if err.code() not in _PURGED:
+                self._condemn(handle, err)  # a fatal report: the rest follows after this poll
+            err = self._resend(msg, report)
+            if err is None:
+                return
+        report(err, msg)
+
+    def _resend(self, msg: Any, report: Report) -> KafkaError | None:
+        """Produce ``msg`` again on the current client; the error that stops that, or None."""
+        kind, created = msg.timestamp()
+        if kind == confluent_kafka.TIMESTAMP_CREATE_TIME and created > 0:
+            if time.time() * 1000.0 - created >= self._timeout_ms:
+                return KafkaError(KafkaError._MSG_TIMED_OUT,
+                                  "message timed out while its producer was replaced")
+        else:
+            created = 0
+        try:
+            # inside a delivery callback: wait for room, but retire no client from here
+            self._produce(msg.topic(), msg.value(), msg.key(), msg.headers(),
+                          None if report is self._on_report else report, created, True, False)
+        except BufferError:
+            return KafkaError(KafkaError._QUEUE_FULL, "producer queue full")
+        except KafkaException as exc:
+            return exc.args[0] if exc.args and isinstance(exc.args[0], KafkaError) else \
+                KafkaError(KafkaError._FAIL, str(exc))
+        except (MessageDeliveryFailure, TypeError, ValueError) as exc:
+            return KafkaError(KafkaError._FAIL, str(exc))
+        return None
+
+    def _on_error(self, handle: _Client, err: KafkaError) -> None:
+        if err.fatal():
+            # the thread that polled retires the client once its poll returns
+            self._condemn(handle, err)
+        elif err.code() in (KafkaError._ALL_BROKERS_DOWN, KafkaError._TRANSPORT,
+                            KafkaError._RESOLVE):
+            _BROKER_LOG.log(logging.WARNING, (self.name, err.code()), "Kafka producer for %s: %s",
+                            self.name, err.str())
+        else:
+            LOG.warning("Kafka producer for %s: %s", self.name, err.str())
+
+    def _on_stats(self, handle: _Client, stats_json: str) -> None:
+        """Watch the idempotent producer's epoch (librdkafka's documented ``eos`` statistics).
+
+        A broker answering UNKNOWN_PRODUCER_ID to every bumped epoch (one that
+        restarted without its producer state) makes librdkafka bump again and
+        again until the messages time out; a new client gets a new producer id.
+        """
+        try:
+            eos = json.loads(stats_json).get("eos", {})
+            current = (int(eos["producer_id"]), int(eos["producer_epoch"]))
+        except (ValueError, TypeError, KeyError, AttributeError):
+            return
+        last, handle.epochs = handle.epochs, current
+        if last is not None and last[0] == current[0] and current[1] - last[1] >= _EPOCH_BUMP_STORM:
+            self._condemn(handle, KafkaError(
+                KafkaError._FATAL, f"the idempotent producer bumped its epoch {current[1] - last[1]} "
+                "times in a row: the broker does not keep its producer id", fatal=True))
+
+    # -- producing --------------------------------------------------------------
+    def produce(self, topic: str, value: Any, key: Any = None,
+                headers: list[tuple[str, bytes]] | None = None, on_delivery: Report | None = None,
+                timestamp: int = 0, wait: bool = True) -> None:
+        """Queue one message (``on_delivery`` receives its report instead of ``on_report``).
+
+        A full local queue is waited on (``wait``: serving reports) for up to
+        ``queue_timeout``, then BufferError. A client in a fatal state is
+        replaced first and the message queued on the new one. KafkaException,
+        TypeError and ValueError mean the message was refused.
+        """
+        # inside a delivery callback (wait=False) a client is retired after its poll, not here
+        self._produce(topic, value, key, headers, on_delivery, timestamp, wait, wait)
+
+    def _produce(self, topic: str, value: Any, key: Any, headers: list[tuple[str, bytes]] | None,
+                 on_delivery: Report | None, timestamp: int, wait: bool, retire: bool) -> None:
+        handle = self._handle()
+        for _ in range(3):  # a replacement happening meanwhile: the next client
+            client = handle.client
+            if client is None:  # retired by another thread meanwhile
+                handle = self._handle()
+                continue
+            callback = None if on_delivery is None else functools.partial(self._report, handle, on_delivery)
+            try:
+                self._produce_on(client, topic, value, key, headers, callback, timestamp, wait)
+                return
+            except KafkaException as exc:
+                err = fatal_error(exc)
+                if err is None:
+                    raise
+                if self._condemn(handle, err) and retire:
+                    self._retire_condemned()
+            except RuntimeError:  # closed by a replacement: try the new client
+                pass
+            handle = self._handle()
+        raise KafkaException(KafkaError(KafkaError._FATAL, f"no usable Kafka producer for {self.name}"))
+
+    def _produce_on(self, client: confluent_kafka.Producer, topic: str, value: Any, key: Any,
+                    headers: list[tuple[str, bytes]] | None, callback: Any, timestamp: int,
+                    wait: bool) -> None:
+        kwargs: dict[str, Any] = {}
+        if headers:
+            kwargs["headers"] = headers
+        if timestamp:
+            kwargs["timestamp"] = timestamp
+        if callback is not None:
+            kwargs["on_delivery"] = callback
+        try:
+            client.produce(topic, value, key, **kwargs)
+            return
+        except BufferError:
+            if not wait:
+                raise
+        # the local queue is full: serve reports until there is room, for a bounded time
+        deadline = time.monotonic() + self._queue_timeout
+        while True:
+            client.poll(max(0.0, min(_QUEUE_POLL_INTERVAL, deadline - time.monotonic())))
+            try:
+                client.produce(topic, value, key, **kwargs)
+                return
+            except BufferError:
+                if time.monotonic() >= deadline or self.closing:
+                    raise
+
+    def poll(self, timeout: float = 0.0) -> None:
+        """Serve due delivery reports (owners without a background thread call this)."""
+        handle = self._current
+        client = handle.client if handle is not None else None
+        if handle is not None and client is not None:
+            try:
+                client.poll(timeout)
+            except RuntimeError:
+                pass
+            except KafkaException as exc:
+                err = fatal_error(exc)
+                if err is None:
+                    raise
+                self._condemn(handle, err)
+        if self._old:
+            self._retire_condemned()
+
+    def flush(self, timeout: float | None = None) -> int:
+        """Wait up to ``timeout`` seconds (None: until each message is delivered or
+        timed out) for delivery reports; return how many messages are still pending."""
+        deadline = None if timeout is None else time.monotonic() + max(0.0, timeout)
+        while True:
+            if self._old:
+                self._retire_condemned()
+            handle = self._current
+            client = handle.client if handle is not None else None
+            left = None if deadline is None else deadline - time.monotonic()
+            if handle is None or client is None or not self.pending \
+                    or (left is not None and left <= 0):
+                return self.pending
+            try:
+                _serve_reports(client, 1.0 if left is None else min(1.0, left))
+            except RuntimeError:
+                pass
+            except KafkaException as exc:
+                err = fatal_error(exc)
+                if err is None:
+                    raise
+                self._condemn(handle, err)
+
+    def close(self, timeout: float) -> int:
+        """Flush for up to ``timeout``; fail what is left (reported through the callbacks),
+        close the client; return how many messages were not delivered in time.
+
+        A later :meth:`produce` opens a new client.
+        """
+        left = self.flush(timeout)
+        self.closing = True
+        try:
+            with self._lock:
+                handle, self._current = self._current, None
+                if handle is not None:
+                    handle.draining = True
+                    self._old.append(handle)
+            if handle is not None:
+                if left:
+                    LOG.error("%d %s(s) to %s were not confirmed by the broker within %.1fs "
+                              "and are lost", left, self.unit, self.name, timeout)
+                self._retire(handle)
+            self._retire_condemned()
+        finally:
+            self.closing = False
+        return left
+
+    @property
+    def pending(self) -> int:
+        """Messages neither confirmed nor reported failed: what the clients still hold."""
+        current = self._current
+        held = current.held() if current is not None else 0
+        return held + sum(h.held() for h in list(self._old))
+
+
+#: Broker-unreachable warnings, at most one a second per producer and cause.
+_BROKER_LOG = RateLimitedLog(LOG)
+
+
 class _Resend:
     """Per-message delivery callback used only when ``retry > 0``."""
 
-    __slots__ = ("owner", "topic", "value", "key", "left")
+    __slots__ = ("owner", "left")
 
-    def __init__(self, owner: "NotificationProducer", topic: str, value: bytes,
-                 key: Any, left: int) -> None:
+    def __init__(self, owner: "NotificationProducer", left: int) -> None:
         self.owner = owner
-        self.topic = topic
-        self.value = value
-        self.key = key
         self.left = left
 
     def __call__(self, err: KafkaError | None, msg: Any) -> None:
         owner = self.owner
         if err is None:  # only with delivery.report.only.error switched off
             return
-        if (self.left > 0 and not owner.closing and not err.fatal()
+        topic = msg.topic()
+        if (self.left > 0 and not owner.client.closing and not err.fatal()
                 and err.code() not in _PERMANENT):
             self.left -= 1
             LOG.warning("Delivery to Kafka topic %s failed (%s); sending again (%d retries left)",
-                        self.topic, err.str(), self.left)
+                        topic, err.str(), self.left)
             try:
-                owner.producer().produce(self.topic, self.value, self.key, on_delivery=self)
+                owner.client.produce(topic, msg.value(), msg.key(), msg.headers(), self, wait=False)
                 return
-            except (BufferError, KafkaException) as exc:
-                LOG.error("Could not send a notification to Kafka topic %s again: %s", self.topic, exc)
-        owner.failed.incr()
-        owner.report_failure(self.topic, err)
+            except (BufferError, KafkaException, TypeError, ValueError) as exc:
+                LOG.error("Could not send a notification to Kafka topic %s again: %s", topic, exc)
+        owner.on_report(err, msg)
 
 
 class NotificationProducer:
-    """Thread-safe wrapper around a lazily created ``confluent_kafka.Producer``."""
+    """The notifier's producer: one :class:`KafkaProducer` shared by every sending thread,
+    with ``sent`` / ``failed`` counted for :meth:`stats`."""
 
     def __init__(self, config: dict[str, Any], queue_timeout: float, flush_timeout: float,
                  url_for_logs: str = "") -> None:
-        self._config = dict(config)
-        self._queue_timeout = queue_timeout
         self._flush_timeout = flush_timeout
         self._url_for_logs = url_for_logs
-        self._producer: confluent_kafka.Producer | None = None
-        # re-entrant: a delivery report served while draining may ask for the producer
-        self._lock = threading.RLock()
-        self._fatal: KafkaError | None = None
-        #: Set by close(): failed deliveries are not re-sent any more.
-        self.closing = False
         self.sent = Counter()
         self.failed = Counter()
         self.failures = RateLimitedLog(LOG)
-        self._reporter: threading.Thread | None = None
-        self._reporter_stop = threading.Event()
+        self._queue_timeout = queue_timeout
+        self.client = KafkaProducer(config, url_for_logs, self.on_report, self._lost, queue_timeout,
+                                    unit="notification")
 
     def __repr__(self) -> str:
         return f"<NotificationProducer {self._url_for_logs}>"
 
-    # -- lifecycle ------------------------------------------------------------
-    def producer(self) -> confluent_kafka.Producer:
-        """The client, created on first use (a driver that never sends opens no connection)."""
-        producer = self._producer
-        if producer is not None and self._fatal is None:
-            return producer
-        with self._lock:
-            if self._fatal is not None and self._producer is not None:
-                self._replace_after_fatal()
-            if self._producer is None:
-                self._fatal = None  # a late report of the replaced client's fatal error
-                config = dict(self._config)
-                config["on_delivery"] = self._on_delivery
-                # bound to this client: a late fatal report of a replaced one changes nothing
-                client: list[confluent_kafka.Producer] = []
-                config["error_cb"] = functools.partial(self._on_error, client)
-                config["logger"] = RDKAFKA_LOG
-                LOG.debug("Creating Kafka producer for %s: %s", self._url_for_logs, redact(self._config))
-                try:
-                    self._producer = confluent_kafka.Producer(config)
-                    client.append(self._producer)
-                except (KafkaException, ValueError, TypeError) as exc:
-                    raise MessageDeliveryFailure(
-                        f"Cannot create a Kafka producer for {self._url_for_logs}: {exc}") from exc
-                self._start_reporter(self._producer)
-            return self._producer
-
-    def _start_reporter(self, producer: confluent_kafka.Producer) -> None:
-        """Serve delivery reports in the background.
-
-        A failure is then logged and counted when it happens, even if the
-        service sends nothing more for a while, and ``send()`` does not pay
-        for a poll on every message.
-        """
-        self._stop_reporter()
-        stop = self._reporter_stop = threading.Event()
-
-        def serve() -> None:
-            while not stop.is_set():
-                try:
-                    producer.poll(_REPORT_POLL_INTERVAL)
-                except RuntimeError:  # closed under us
-                    return
-                except KafkaException as exc:
-                    err = fatal_error(exc)
-                    if err is None:
-                        LOG.exception("Delivery report handling failed")
-                        continue
-                    # e.g. OUT_OF_ORDER_SEQUENCE_NUMBER after a broker lost acknowledged
-                    # writes: this client is done for; its messages fail, the next one starts
-                    self._replace_now(producer, err)
-                    return
-                except Exception:  # a callback raised: keep serving the others
-                    LOG.exception("Delivery report handling failed")
-
-        self._reporter = threading.Thread(target=serve, name="notify-kafka-delivery-reports", daemon=True)
-        self._reporter.start()
-
-    def _stop_reporter(self) -> None:
-        thread, self._reporter = self._reporter, None
-        self._reporter_stop.set()
-        if thread is not None and thread is not threading.current_thread():
-            thread.join()
-
-    def _replace_after_fatal(self) -> None:
-        """Drop the client that hit a fatal error (its messages are failed and counted);
-        the next :meth:`producer` call creates a fresh one (a new idempotent session)."""
-        old, err = self._producer, self._fatal
-        self._producer = None
-        self._stop_reporter()
-        LOG.error("Kafka producer for %s hit a fatal error (%s); replacing it", self._url_for_logs,
-                  err.str() if err else "?")
-        if old is not None:
-            self._drain(old, 0)
-        self._fatal = None
-
-    def _replace_now(self, producer: confluent_kafka.Producer, err: KafkaError) -> None:
-        """``producer`` raised fatal error ``err``: replace it unless that was done already."""
-        with self._lock:
-            if self._producer is not producer:
-                return
-            self._fatal = err
-            self._replace_after_fatal()
-
     def flush(self, timeout: float | None = None) -> int:
         """Wait up to ``timeout`` seconds (None: until each message is delivered or
         timed out) for delivery reports; return how many notifications are still pending."""
-        producer = self._producer
-        if producer is None:
-            return 0
-        producer.flush(-1 if timeout is None else max(0.0, timeout))
-        return self.pending
+        return self.client.flush(timeout)
 
     def close(self) -> None:
         """Flush for ``flush_timeout``; report what could not be delivered, then close."""
-        self.closing = True
-        with self._lock:
-            producer, self._producer = self._producer, None
-            self._stop_reporter()
-        if producer is not None:
-            self._drain(producer, self._flush_timeout)
+        self.client.close(self._flush_timeout)
         self.failures.summarize()
-        self.closing = False
-
-    def _drain(self, producer: confluent_kafka.Producer, timeout: float) -> None:
-        remaining = producer.flush(timeout)
-        if remaining:
-            LOG.error("%d notification(s) to %s were not confirmed by the broker within %.1fs "
-                      "and are lost", remaining, self._url_for_logs, timeout)
-            # purged messages get a delivery report with a purge error: counted as failed
-            producer.purge(in_queue=True, in_flight=True, blocking=False)
-            producer.flush(0)
-            for _ in range(len(producer)):  # reports not served: failed all the same
-                self.failed.incr()
-        try:
-            producer.close()
-        except (KafkaException, RuntimeError):  # already closed / fatal state
-            pass
 
     # -- sending --------------------------------------------------------------
     def send(self, topic: str, value: bytes, key: Any = None, retry: int | None = None) -> None:
@@ -232,67 +563,31 @@ class NotificationProducer:
         A client found in a fatal state is replaced and the message queued on
         the new one, so sending resumes as soon as the broker answers again.
         """
-        producer = self._producer
-        if producer is None or self._fatal is not None:
-            producer = self.producer()
         self.sent.incr()
         try:
-            self._produce(producer, topic, value, key, retry)
-        except KafkaException as exc:
-            err = fatal_error(exc)
-            if err is None:
-                self.failed.incr()
-                raise MessageDeliveryFailure(
-                    f"Kafka refused a notification for topic {topic}: {exc.args[0].str()}") from None
-            self._replace_now(producer, err)
-            try:
-                self._produce(self.producer(), topic, value, key, retry)
-            except KafkaException as again:
-                self.failed.incr()
-                raise MessageDeliveryFailure(
-                    f"Kafka refused a notification for topic {topic}: {again.args[0].str()}") from None
-
-    def _produce(self, producer: confluent_kafka.Producer, topic: str, value: bytes, key: Any,
-                 retry: int | None) -> None:
-        """One produce; KafkaException is the caller's (a fatal state is recovered from there)."""
-        try:
-            if retry is None or retry <= 0:
-                producer.produce(topic, value, key)
-            else:
-                producer.produce(topic, value, key, on_delivery=_Resend(self, topic, value, key, retry))
+            self.client.produce(topic, value, key, None,
+                                None if retry is None or retry <= 0 else _Resend(self, retry))
         except BufferError:
-            self._produce_when_room(producer, topic, value, key, retry)
-        except RuntimeError:  # closed by a replacement after a fatal error: try the new client
-            raise KafkaException(KafkaError(KafkaError._FATAL, "producer replaced")) from None
+            self.failed.incr()
+            raise MessageDeliveryFailure(
+                f"Kafka producer queue for {self._url_for_logs} stayed full for "
+                f"{self._queue_timeout}s ({self.client.pending} messages waiting for the broker); "
+                f"notification to topic {topic} not sent") from None
+        except KafkaException as exc:
+            self.failed.incr()
+            err = exc.args[0] if exc.args else None
+            raise MessageDeliveryFailure(
+                f"Kafka refused a notification for topic {topic}: "
+                f"{err.str() if isinstance(err, KafkaError) else exc}") from None
         except (TypeError, ValueError) as exc:
             self.failed.incr()
             raise MessageDeliveryFailure(f"Invalid notification for Kafka topic {topic}: {exc}") from None
+        except MessageDeliveryFailure:
+            self.failed.incr()
+            raise
 
-    def _produce_when_room(self, producer: confluent_kafka.Producer, topic: str, value: bytes,
-                           key: Any, retry: int | None) -> None:
-        """The local queue is full: serve delivery reports until there is room, for a bounded time."""
-        deadline = time.monotonic() + self._queue_timeout
-        while True:
-            try:
-                producer.poll(max(0.0, min(_QUEUE_POLL_INTERVAL, deadline - time.monotonic())))
-                if retry is None or retry <= 0:
-                    producer.produce(topic, value, key)
-                else:
-                    producer.produce(topic, value, key,
-                                     on_delivery=_Resend(self, topic, value, key, retry))
-                return
-            except BufferError:
-                if time.monotonic() >= deadline:
-                    self.failed.incr()
-                    raise MessageDeliveryFailure(
-                        f"Kafka producer queue for {self._url_for_logs} stayed full for "
-                        f"{self._queue_timeout}s ({len(producer)} messages waiting for the "
-                        f"broker); notification to topic {topic} not sent") from None
-            except RuntimeError:  # replaced after a fatal error meanwhile: try the new client
-                raise KafkaException(KafkaError(KafkaError._FATAL, "producer replaced")) from None
-
-    # -- callbacks (run in whichever thread polls) -----------------------------
-    def _on_delivery(self, err: KafkaError | None, msg: Any) -> None:
+    # -- reports (run in whichever thread polls) --------------------------------
+    def on_report(self, err: KafkaError | None, msg: Any) -> None:
         # only failures are reported (delivery.report.only.error): a report per
         # confirmed message would cost a Python call and the GIL each
         if err is not None:
@@ -304,26 +599,15 @@ class NotificationProducer:
         self.failures.log(logging.ERROR, (topic, err.code()),
                           "Notification delivery to Kafka topic %s failed: %s", topic, err.str())
 
-    def _on_error(self, client: list[confluent_kafka.Producer], err: KafkaError) -> None:
-        if err.fatal():
-            if client and client[0] is not self._producer:
-                return  # already replaced
-            # the next send replaces the client
-            self._fatal = err
-            LOG.error("Kafka producer for %s: fatal error %s", self._url_for_logs, err.str())
-        elif err.code() in (KafkaError._ALL_BROKERS_DOWN, KafkaError._TRANSPORT,
-                            KafkaError._RESOLVE):
-            self.failures.log(logging.WARNING, err.code(), "Kafka producer for %s: %s",
-                              self._url_for_logs, err.str())
-        else:
-            LOG.warning("Kafka producer for %s: %s", self._url_for_logs, err.str())
+    def _lost(self, count: int) -> None:
+        for _ in range(count):
+            self.failed.incr()
 
     # -- stats ----------------------------------------------------------------
     @property
     def pending(self) -> int:
         """Notifications neither confirmed nor reported failed: what the client still holds."""
-        producer = self._producer
-        return len(producer) if producer is not None else 0
+        return self.client.pending
 
     def stats(self) -> dict[str, int]:
         """``delivered`` is what was sent and is neither failed nor still pending."""

@@ -24,13 +24,12 @@ import threading
 import time
 from typing import Any, Callable
 
-import confluent_kafka
 from confluent_kafka import KafkaError, KafkaException
 
-from notify_transport.drivers.kafka.client_properties import RDKAFKA_LOG, redact
-from notify_transport.drivers.kafka.producer import fatal_error
 from notify_transport.drivers.kafka.message import ConsumedRecord
+from notify_transport.drivers.kafka.producer import KafkaProducer
 from notify_transport.drivers.kafka.reporting import RateLimitedLog
+from notify_transport.exceptions import MessageDeliveryFailure
 
 LOG = logging.getLogger(__name__)
 
@@ -112,19 +111,14 @@ def copy_headers(record: ConsumedRecord, attempts: int, error: str, pool: str,
 Done = Callable[[KafkaError | None], None]
 
 
-
 class _Delivery:
     """Delivery callback of one copy: resend what a resend can fix, then report."""
 
-    __slots__ = ("owner", "topic", "value", "key", "headers", "on_done", "left")
+    __slots__ = ("owner", "topic", "on_done", "left")
 
-    def __init__(self, owner: "SideProducer", topic: str, value: Any, key: Any,
-                 headers: list[tuple[str, bytes]], on_done: Done) -> None:
+    def __init__(self, owner: "SideProducer", topic: str, on_done: Done) -> None:
         self.owner = owner
         self.topic = topic
-        self.value = value
-        self.key = key
-        self.headers = headers
         self.on_done = on_done
         self.left = RESEND_ATTEMPTS
 
@@ -135,9 +129,11 @@ class _Delivery:
             owner.failures.log(logging.WARNING, (self.topic, err.code()),
                                "Copy to Kafka topic %s failed (%s); sending again", self.topic, err.str())
             try:
-                owner.produce_now(self, wait=False)  # no poll() inside a delivery callback
+                # no waiting for room inside a delivery callback
+                owner.client.produce(self.topic, msg.value(), msg.key(), msg.headers(), self,
+                                     wait=False)
                 return
-            except (BufferError, KafkaException) as exc:
+            except (BufferError, KafkaException, TypeError, ValueError) as exc:
                 LOG.error("Could not send a copy to Kafka topic %s again: %s", self.topic, exc)
         owner.settled(self, err)
 
@@ -145,32 +141,23 @@ class _Delivery:
 class SideProducer:
     """One producer per listener for retry and dead-letter copies, every delivery reported.
 
-    Delivery reports are served by :meth:`serve` (the listener's polling
-    thread calls it), by sends waiting for room, and by :meth:`flush`.
+    Built on the one producer wrapper (:class:`~notify_transport.drivers.kafka.producer.KafkaProducer`):
+    copies held by a client that hit a fatal error are sent again on its
+    replacement. Delivery reports are served by :meth:`serve` (the listener's
+    polling thread calls it), by sends waiting for room, and by :meth:`flush`.
     """
 
     def __init__(self, config: dict[str, Any], name: str) -> None:
-        self._config = dict(config)
+        config = dict(config)
+        # each copy's success must be reported: only then is its original committed
+        config["delivery.report.only.error"] = False
         self.name = name
-        self._producer: confluent_kafka.Producer | None = None
         self._lock = threading.Lock()
         self._pending = 0
         self.closed = False
         self.failures = RateLimitedLog(LOG)
-
-    def _client(self) -> confluent_kafka.Producer:
-        with self._lock:
-            if self._producer is None:
-                if self.closed:
-                    raise KafkaException(KafkaError(KafkaError._DESTROY, "producer closed"))
-                config = dict(self._config)
-                config["logger"] = RDKAFKA_LOG
-                # each copy's success must be reported: only then is its original committed
-                config["delivery.report.only.error"] = False
-                LOG.debug("%s: creating the retry/dead-letter producer: %s", self.name,
-                          redact(self._config))
-                self._producer = confluent_kafka.Producer(config)
-            return self._producer
+        self.client = KafkaProducer(config, f"{name} (retry/dead-letter copies)", self._unexpected,
+                                    self._lost, QUEUE_WAIT, background=False, unit="copy")
 
     @property
     def pending(self) -> int:
@@ -183,59 +170,18 @@ class SideProducer:
 
         A copy that cannot even be queued is reported at once through ``on_done``.
         """
-        delivery = _Delivery(self, topic, value, key, headers, on_done)
+        delivery = _Delivery(self, topic, on_done)
         with self._lock:
             self._pending += 1
         try:
-            self.produce_now(delivery)
-        except (BufferError, KafkaException, TypeError, ValueError) as exc:
+            if self.closed:
+                raise KafkaException(KafkaError(KafkaError._DESTROY, "producer closed"))
+            self.client.produce(topic, value, key, headers, delivery)
+        except (BufferError, KafkaException, TypeError, ValueError, MessageDeliveryFailure) as exc:
             err = exc.args[0] if isinstance(exc, KafkaException) else KafkaError(
                 KafkaError._QUEUE_FULL if isinstance(exc, BufferError) else KafkaError._INVALID_ARG,
                 str(exc))
             self.settled(delivery, err)
-
-    def produce_now(self, delivery: _Delivery, wait: bool = True) -> None:
-        """Produce; when the local queue is full serve reports (``wait``) for a bounded time.
-
-        A client in a fatal state is replaced and the copy produced on the new one.
-        """
-        producer = self._client()
-        deadline = time.monotonic() + QUEUE_WAIT
-        while True:
-            try:
-                # the stubs type headers as an invariant list of (str, str | bytes | None)
-                producer.produce(delivery.topic, delivery.value, delivery.key,
-                                 headers=delivery.headers, on_delivery=delivery)  # type: ignore[arg-type]
-                return
-            except BufferError:
-                if not wait or time.monotonic() >= deadline or self.closed:
-                    raise
-                self._poll(producer, 0.05)
-            except KafkaException as exc:
-                if fatal_error(exc) is None or self.closed:
-                    raise
-                self._replace(producer, exc.args[0])
-                producer = self._client()
-
-    def _poll(self, producer: confluent_kafka.Producer, timeout: float) -> None:
-        try:
-            producer.poll(timeout)
-        except KafkaException as exc:
-            if fatal_error(exc) is None:
-                raise
-            self._replace(producer, exc.args[0])
-
-    def _replace(self, producer: confluent_kafka.Producer, err: KafkaError) -> None:
-        """``producer`` hit a fatal error (e.g. after a broker crash): drop it; the copies it
-        held fail with a purge error and are sent again on a new client (their resends)."""
-        with self._lock:
-            if self._producer is not producer:
-                return
-            self._producer = None
-        LOG.error("%s: the retry/dead-letter producer hit a fatal error (%s); replacing it",
-                  self.name, err.str())
-        producer.purge(in_queue=True, in_flight=True, blocking=False)
-        producer.flush(0)  # the purged copies' reports: resent on the new client
 
     def settled(self, delivery: _Delivery, err: KafkaError | None) -> None:
         with self._lock:
@@ -249,33 +195,38 @@ class SideProducer:
         except Exception:  # noqa: BLE001 - a delivery callback must not break poll()
             LOG.exception("%s: delivery callback for topic %s failed", self.name, delivery.topic)
 
+    def _unexpected(self, err: KafkaError | None, msg: Any) -> None:
+        """Every copy has its own callback; a report without one is a bug worth seeing."""
+        LOG.error("%s: delivery report for a copy without a callback (topic %s): %s", self.name,
+                  msg.topic(), err.str() if err is not None else "delivered")
+
+    def _lost(self, count: int) -> None:
+        """Copies a replaced client never reported: their originals stay uncommitted."""
+        with self._lock:
+            self._pending -= count
+
     def serve(self) -> None:
         """Run the delivery callbacks that are due (non-blocking)."""
-        producer = self._producer
-        if producer is not None and self._pending:
-            self._poll(producer, 0)
+        if self._pending:
+            self.client.poll(0)
 
     def flush(self, timeout: float) -> int:
         """Wait up to ``timeout`` for every copy to be confirmed; return how many are pending."""
-        producer = self._producer
-        if producer is None:
-            return self._pending
         deadline = time.monotonic() + max(0.0, timeout)
-        while self._pending and time.monotonic() < deadline:
-            producer.flush(min(0.1, max(0.0, deadline - time.monotonic())))
+        while self._pending:
+            self.client.flush(max(0.0, min(0.1, deadline - time.monotonic())))
+            if time.monotonic() >= deadline or not self.client.pending:
+                break
         return self._pending
 
     def close(self, timeout: float) -> int:
         """Flush for up to ``timeout``, then drop the producer; return how many copies were lost."""
         left = self.flush(timeout)
         self.closed = True
-        with self._lock:
-            producer, self._producer = self._producer, None
-        if producer is not None and left:
+        if left:
             LOG.error("%s: %d retry/dead-letter copies were not confirmed within %.1fs; their "
                       "original records stay uncommitted and will be delivered again", self.name,
                       left, timeout)
-            producer.purge(in_queue=True, in_flight=True, blocking=False)
-            producer.flush(0)
+        self.client.close(0)
         self.failures.summarize()
         return left

@@ -1,0 +1,132 @@
+"""A stand-in for ``confluent_kafka.Producer`` that holds messages until a test decides.
+
+Reports are queued and served by ``poll()`` / ``flush()`` as librdkafka does;
+``purge()`` fails what is held with a purge error; a client made fatal refuses
+``produce()`` with ``_FATAL``. Messages carry topic, value, key, headers and
+their create time, like the real report messages.
+"""
+from __future__ import annotations
+
+import time
+
+import confluent_kafka
+from confluent_kafka import KafkaError, KafkaException
+
+
+class FakeMessage:
+    def __init__(self, topic, value, key, headers, timestamp, callback):
+        self._topic, self._value, self._key, self._headers = topic, value, key, headers
+        self._timestamp = timestamp or int(time.time() * 1000)
+        self.callback = callback
+
+    def topic(self):
+        return self._topic
+
+    def value(self):
+        return self._value
+
+    def key(self):
+        return self._key
+
+    def headers(self):
+        return self._headers
+
+    def timestamp(self):
+        return confluent_kafka.TIMESTAMP_CREATE_TIME, self._timestamp
+
+
+class FakeClient:
+    """Holds produced messages; ``confirm(n)`` / ``fail(n)`` settle the oldest ones."""
+
+    def __init__(self, config):
+        self.config = config
+        self.held: list[FakeMessage] = []
+        self.reports: list[tuple[FakeMessage, KafkaError | None]] = []
+        self.fatal = False
+        self.closed = False
+        self.capacity = None
+
+    # -- the confluent-kafka calls the wrapper makes ------------------------------
+    def produce(self, topic, value=None, key=None, headers=None, on_delivery=None, timestamp=0):
+        if self.closed:
+            raise RuntimeError("Producer has been closed")
+        if self.fatal:
+            raise KafkaException(KafkaError(KafkaError._FATAL, "Local: Fatal error"))
+        if self.capacity is not None and len(self.held) >= self.capacity:
+            raise BufferError("Local: Queue full")
+        self.held.append(FakeMessage(topic, value, key, headers, timestamp, on_delivery))
+
+    def __len__(self):
+        return len(self.held) + len(self.reports)
+
+    def poll(self, timeout=None):
+        if self.closed:
+            raise RuntimeError("Producer has been closed")
+        if not self.reports:
+            time.sleep(min(timeout or 0, 0.01))  # a blocking poll with nothing to serve
+        return self.serve()
+
+    def flush(self, timeout=None):
+        if self.closed:
+            raise RuntimeError("Producer has been closed")
+        self.serve()
+        return len(self)
+
+    def purge(self, in_queue=True, in_flight=True, blocking=True):
+        purged, self.held = self.held, []
+        self.reports += [(m, KafkaError(KafkaError._PURGE_QUEUE, "Local: Purged in queue"))
+                         for m in purged]
+
+    def close(self):
+        self.closed = True
+
+    # -- what the test decides -----------------------------------------------------
+    def serve(self):
+        served = 0
+        while True:
+            try:
+                message, err = self.reports.pop(0)  # the report thread may serve too
+            except IndexError:
+                return served
+            served += 1
+            if err is None and self.config.get("delivery.report.only.error"):
+                continue
+            (message.callback or self.config["on_delivery"])(err, message)
+
+    def confirm(self, n):
+        """The broker confirms the ``n`` oldest messages."""
+        self.reports += [(m, None) for m in self.held[:n]]
+        del self.held[:n]
+        self.serve()
+
+    def fail(self, n, code=KafkaError._MSG_TIMED_OUT, fatal=False):
+        """The ``n`` oldest messages fail with ``code`` (reports served at once)."""
+        self.reports += [(m, KafkaError(code, "failed", fatal=fatal)) for m in self.held[:n]]
+        del self.held[:n]
+        self.serve()
+
+    def values(self):
+        return [m.value() for m in self.held]
+
+
+def install(monkeypatch, factory=FakeClient):
+    """Make the producer module create ``factory`` clients; return the list of those made."""
+    from notify_transport.drivers.kafka import producer
+
+    made = []
+
+    def make(config):
+        made.append(factory(config))
+        return made[-1]
+    monkeypatch.setattr(producer.confluent_kafka, "Producer", make)
+    return made
+
+
+def wait_for(condition, timeout=10.0):
+    """Poll ``condition`` until it holds or ``timeout`` passes; return its last value."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if condition():
+            return True
+        time.sleep(0.01)
+    return condition()
