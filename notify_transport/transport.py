@@ -7,6 +7,7 @@ only object the notifier, listeners and RPC client/server hold.
 from __future__ import annotations
 
 import logging
+import weakref
 from importlib import metadata as importlib_metadata
 from types import TracebackType
 from typing import Any, Iterable, TypeVar
@@ -23,13 +24,25 @@ from notify_transport.url import TransportHost, TransportURL
 
 __all__ = ["DriverLoadFailure", "InvalidTransportURL", "Transport", "TransportHost", "TransportURL",
            "TransportOptions", "get_transport", "set_transport_defaults", "NotificationTransport",
-           "RPCTransport", "get_notification_transport", "get_rpc_transport", "installed_drivers"]
+           "RPCTransport", "get_notification_transport", "get_rpc_transport", "installed_drivers",
+           "open_transports"]
 
 LOG = logging.getLogger(__name__)
 
 DRIVER_NAMESPACE = "notify_transport.drivers"
 
 _T = TypeVar("_T", bound="Transport")
+
+#: Transports made and not yet cleaned up; weak, so a forgotten one can still be collected.
+_OPEN: "weakref.WeakSet[Transport]" = weakref.WeakSet()
+
+
+def open_transports() -> list["Transport"]:
+    """The transports of this process that are still open (made, :meth:`~Transport.cleanup` not called).
+
+    For tests and diagnostics: a test can check it left none behind.
+    """
+    return list(_OPEN)
 
 
 def set_transport_defaults(control_exchange: str) -> None:
@@ -69,6 +82,7 @@ class Transport:
         self._driver = driver
         self.conf = driver.conf
         self.url: TransportURL = driver.url
+        _OPEN.add(self)
 
     def __repr__(self) -> str:
         return f"<{type(self).__name__} {self.url.redacted()}>"
@@ -112,7 +126,10 @@ class Transport:
 
     def cleanup(self) -> None:
         """Flush pending sends and close connections."""
-        self._driver.cleanup()
+        try:
+            self._driver.cleanup()
+        finally:
+            _OPEN.discard(self)
 
     def __enter__(self: _T) -> _T:
         return self

@@ -94,21 +94,21 @@ def _add_unavailable(sub: Any, module: str, exc: ImportError) -> None:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
-    logs.configure(debug=args.debug, verbose=args.verbose)
     if not getattr(args, "func", None):
         parser.print_help()
         return EXIT_USAGE
-    try:
-        return int(args.func(args) or EXIT_OK)
-    except ConfigurationError as exc:
-        print(f"notify-transport: error: {exc}", file=sys.stderr)
-        return EXIT_USAGE
-    except MessagingException as exc:
-        print(f"notify-transport: {type(exc).__name__}: {exc}", file=sys.stderr)
-        return EXIT_UNAVAILABLE
-    except KeyboardInterrupt:
-        print("notify-transport: interrupted", file=sys.stderr)
-        return EXIT_INTERRUPTED
+    with logs.for_command(debug=args.debug, verbose=args.verbose):
+        try:
+            return int(args.func(args) or EXIT_OK)
+        except ConfigurationError as exc:
+            print(f"notify-transport: error: {exc}", file=sys.stderr)
+            return EXIT_USAGE
+        except MessagingException as exc:
+            print(f"notify-transport: {type(exc).__name__}: {exc}", file=sys.stderr)
+            return EXIT_UNAVAILABLE
+        except KeyboardInterrupt:
+            print("notify-transport: interrupted", file=sys.stderr)
+            return EXIT_INTERRUPTED
 
 
 if __name__ == "__main__":  # pragma: no cover
