@@ -13,3 +13,14 @@ def wait_until(predicate: Callable[[], Any], timeout: float = 15.0, interval: fl
             return True
         time.sleep(interval)
     return bool(predicate())
+
+
+def time_between_batches(resolution: float = 0.001) -> float:
+    """A wall-clock time after everything stamped so far and before anything stamped next.
+
+    Kafka timestamps have millisecond resolution: the clock is waited past the returned time
+    by more than that (a condition on the clock, not a sleep of a guessed length).
+    """
+    middle = time.time() + 2 * resolution
+    wait_until(lambda: time.time() >= middle + 2 * resolution, timeout=1.0, interval=resolution)
+    return middle

@@ -14,6 +14,7 @@ import uuid
 from typing import Any, Iterator
 
 import pytest
+from waits import time_between_batches
 from confluent_kafka.admin import AdminClient
 
 import notify_transport as nt
@@ -290,9 +291,7 @@ def test_replay_to_a_time_and_to_an_offset(broker, unique_topic, transports, cap
     seen = Seen()
     with pool_listener(transport, topic, "billing", seen):
         send(transport, topic, range(5))
-        time.sleep(0.05)  # broker timestamps are milliseconds: keep the batches apart
-        middle = time.time()
-        time.sleep(0.05)
+        middle = time_between_batches()  # broker timestamps are milliseconds
         send(transport, topic, range(5, 9))
         assert seen.wait_for(9) == list(range(9))
 
