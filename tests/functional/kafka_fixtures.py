@@ -24,6 +24,20 @@ from notify_transport.testing.brokers import Broker, NoidaBroker, TansuBroker, e
 SESSION_PREFIX = f"nt{uuid.uuid4().hex[:6]}"
 
 
+def settled(server: Any) -> bool:
+    """True when a Kafka listener can get nothing more of what was sent so far.
+
+    Nothing in flight or held for a retry, and its group committed the end of every
+    partition it reads (main and retry topics): a retry copy is produced before its
+    original is committed, so it shows as lag until it is consumed. Poll it with
+    ``waits.wait_until`` instead of sleeping to see that "nothing more arrives".
+    """
+    metrics = server.metrics()
+    lag = metrics.get("lag") or {}
+    return (metrics.get("in_flight") == 0 and not metrics.get("held_for_retry")
+            and bool(lag) and not any(lag.values()))
+
+
 def kafka_url(broker: Broker, vhost: str | None = None, **query: Any) -> str:
     """``kafka://`` URL for ``broker`` with its client defaults and ``query`` options."""
     return broker.url(vhost, **query)
