@@ -25,7 +25,7 @@ from notify_transport.url import TransportHost, TransportURL
 __all__ = ["DriverLoadFailure", "InvalidTransportURL", "Transport", "TransportHost", "TransportURL",
            "TransportOptions", "get_transport", "set_transport_defaults", "NotificationTransport",
            "RPCTransport", "get_notification_transport", "get_rpc_transport", "installed_drivers",
-           "open_transports"]
+           "open_transport_drivers"]
 
 LOG = logging.getLogger(__name__)
 
@@ -33,12 +33,14 @@ DRIVER_NAMESPACE = "notify_transport.drivers"
 
 _T = TypeVar("_T", bound="Transport")
 
-#: Transports made and not yet cleaned up; weak, so a forgotten one can still be collected.
-_OPEN: "weakref.WeakSet[Transport]" = weakref.WeakSet()
+#: Drivers of transports made and not cleaned up. Weak: a forgotten transport whose driver
+#: runs no thread is collected; one whose threads keep its driver alive stays listed.
+_OPEN: "weakref.WeakSet[BaseDriver]" = weakref.WeakSet()
 
 
-def open_transports() -> list["Transport"]:
-    """The transports of this process that are still open (made, :meth:`~Transport.cleanup` not called).
+def open_transport_drivers() -> list[BaseDriver]:
+    """The drivers of this process's transports that are still open (:meth:`~Transport.cleanup`
+    not called), also of transports no longer referenced.
 
     For tests and diagnostics: a test can check it left none behind.
     """
@@ -82,7 +84,10 @@ class Transport:
         self._driver = driver
         self.conf = driver.conf
         self.url: TransportURL = driver.url
-        _OPEN.add(self)
+        try:
+            _OPEN.add(driver)
+        except TypeError:  # a third-party driver that cannot be weakly referenced: not listed
+            pass
 
     def __repr__(self) -> str:
         return f"<{type(self).__name__} {self.url.redacted()}>"
@@ -129,7 +134,7 @@ class Transport:
         try:
             self._driver.cleanup()
         finally:
-            _OPEN.discard(self)
+            _OPEN.discard(self._driver)
 
     def __enter__(self: _T) -> _T:
         return self

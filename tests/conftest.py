@@ -14,7 +14,7 @@ from typing import Iterator
 
 import pytest
 
-from notify_transport.transport import open_transports
+from notify_transport.transport import open_transport_drivers
 
 #: How long a thread that is finishing (its stop already asked for) may take to end.
 THREAD_GRACE = 5.0
@@ -37,18 +37,18 @@ def _join_new_threads(before: set[threading.Thread], timeout: float) -> list[thr
 def nothing_outlives_the_test() -> Iterator[None]:
     """Fail the test that leaves an open transport or a non-daemon thread behind."""
     threads_before = set(threading.enumerate())
-    transports_before = set(open_transports())
+    drivers_before = set(open_transport_drivers())
     yield
-    leaked = [t for t in open_transports() if t not in transports_before]
-    for transport in leaked:  # so that the leak does not spill into the next tests
+    leaked = [d for d in open_transport_drivers() if d not in drivers_before]
+    for driver in leaked:  # so that the leak does not spill into the next tests
         try:
-            transport.cleanup()
+            driver.cleanup()
         except Exception:  # noqa: BLE001 - reported below as a leak anyway
             pass
     threads = _join_new_threads(threads_before, THREAD_GRACE)
     problems = []
     if leaked:
-        problems.append(f"transports not cleaned up: {leaked}")
+        problems.append(f"transports not cleaned up (their drivers): {leaked}")
     if threads:
         problems.append(f"non-daemon threads still running {THREAD_GRACE:g}s after the test: "
                         f"{[t.name for t in threads]}")
