@@ -22,5 +22,11 @@ def time_between_batches(resolution: float = 0.001) -> float:
     by more than that (a condition on the clock, not a sleep of a guessed length).
     """
     middle = time.time() + 2 * resolution
-    wait_until(lambda: time.time() >= middle + 2 * resolution, timeout=1.0, interval=resolution)
+    wait_for_clock(middle + 2 * resolution, interval=resolution)
     return middle
+
+
+def wait_for_clock(moment: float, interval: float = 0.001) -> None:
+    """Wait until the wall clock (``time.time()``) is past ``moment``: for tests of relative times."""
+    wait_until(lambda: time.time() > moment, timeout=max(0.0, moment - time.time()) + 5.0,
+               interval=interval)
