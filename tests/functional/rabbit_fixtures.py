@@ -13,7 +13,6 @@ import shutil
 import socket
 import subprocess
 import threading
-import time
 import uuid
 from typing import Callable, Iterator
 
@@ -51,11 +50,8 @@ def _amqp_ready() -> bool:
 
 
 def wait_rabbit_ready(timeout: float = 90.0) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if _port_open() and _amqp_ready():
-            return
-        time.sleep(0.3)
+    if wait_until(lambda: _port_open() and _amqp_ready(), timeout, interval=0.3):
+        return
     raise RuntimeError(f"RabbitMQ at {RABBIT_HOST}:{RABBIT_PORT} did not become ready in {timeout}s")
 
 

@@ -239,15 +239,14 @@ def test_retry_and_dead_letter_topics_are_labelled(broker, unique_topic, notifie
     try:
         assert wait_until(lambda: endpoint.calls >= 4, timeout=60)  # each notification twice: then dead-lettered
         # the dead letters are confirmed once the broker has them: wait until they are counted
-        deadline = time.monotonic() + 30
         listing: dict = {}
-        while time.monotonic() < deadline:
+
+        def dead_letters_counted() -> bool:
             done = run_cli("topics", "--transport-url", url, "--vhost", vh, "-f", "json")
             assert done.returncode == 0, done.stderr
-            listing = {t["kafka_topic"]: t for t in json.loads(done.stdout)["vhosts"][0]["topics"]}
-            if listing.get(f"{topic}.info.{vh}.dlq", {}).get("messages") == 2:
-                break
-            time.sleep(0.5)
+            listing.update({t["kafka_topic"]: t for t in json.loads(done.stdout)["vhosts"][0]["topics"]})
+            return listing.get(f"{topic}.info.{vh}.dlq", {}).get("messages") == 2
+        wait_until(dead_letters_counted, 30, interval=0.5)
         assert listing[f"{topic}.info.{vh}"]["kind"] == "notification"
         retry = listing[f"{topic}.info.{vh}.retry.billing"]
         assert (retry["kind"], retry["pool"], retry["topic"], retry["vhost"]) == ("retry", "billing", topic, vh)

@@ -38,9 +38,7 @@ class Endpoint:
         return callback
 
     def wait_for(self, count: int, timeout: float = 10.0) -> list[tuple]:
-        deadline = time.monotonic() + timeout
-        while len(self.received) < count and time.monotonic() < deadline:
-            time.sleep(0.02)
+        wait_until(lambda: len(self.received) >= count, timeout)
         return list(self.received)
 
     def settle(self, server) -> list[tuple]:
@@ -129,9 +127,7 @@ def test_one_pool_splits_partitions_without_duplicates(api, unique_topic):
     for i in range(count):
         notifier.prepare(publisher_id=f"publisher-{i % 8}").info({}, "e", {"i": i})
     assert transport.flush(10) == 0
-    deadline = time.monotonic() + 10
-    while sum(len(e.received) for e in endpoints) < count and time.monotonic() < deadline:
-        time.sleep(0.05)
+    wait_until(lambda: sum(len(e.received) for e in endpoints) >= count, 10)
     for endpoint, server in zip(endpoints, api.servers):
         endpoint.settle(server)
     ids = [p["i"] for e in endpoints for _, _, _, p in e.received]
@@ -159,9 +155,7 @@ def test_batch_listener_sizes_and_timeout(api, unique_topic):
     for i in range(12):
         notifier.info({}, "e", {"i": i})
     assert transport.flush(10) == 0
-    deadline = time.monotonic() + 10
-    while sum(map(len, endpoint.batches)) < 12 and time.monotonic() < deadline:
-        time.sleep(0.05)
+    wait_until(lambda: sum(map(len, endpoint.batches)) >= 12, 10)
     sizes = [len(b) for b in endpoint.batches]
     assert sum(sizes) == 12 and max(sizes) <= 5
     assert sizes[-1] == 2  # the rest, delivered by the timeout rather than a full batch

@@ -12,6 +12,7 @@ import uuid
 from typing import Any, Iterator
 
 import pytest
+from waits import wait_until
 from confluent_kafka.admin import AdminClient
 from oslo_config import cfg
 
@@ -200,9 +201,7 @@ def test_batch_listener(broker, unique_topic, oslo_transports, servers) -> None:
     for seq in range(12):
         notifier.info(context(), "e", {"seq": seq})
     assert transport._driver.flush(10) == 0
-    deadline = time.monotonic() + 20
-    while sum(map(len, recorder.batches)) < 12 and time.monotonic() < deadline:
-        time.sleep(0.05)
+    wait_until(lambda: sum(map(len, recorder.batches)) >= 12, 20)
     assert sorted(seq for batch in recorder.batches for seq in batch) == list(range(12))
     assert all(1 <= len(batch) <= 5 for batch in recorder.batches)
     assert max(map(len, recorder.batches)) == 5
