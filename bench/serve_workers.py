@@ -72,8 +72,8 @@ def _totals(counts_dir: Path) -> tuple[int, float, float]:
     for path in counts_dir.iterdir():
         if path.suffix == ".tmp":
             continue
-        n, f, l = path.read_text().split()
-        count, first, last = count + int(n), min(first, float(f)), max(last, float(l))
+        n, begun, ended = path.read_text().split()
+        count, first, last = count + int(n), min(first, float(begun)), max(last, float(ended))
     return count, first, last
 
 

@@ -7,6 +7,7 @@ only object the notifier, listeners and RPC client/server hold.
 from __future__ import annotations
 
 import logging
+import weakref
 from importlib import metadata as importlib_metadata
 from types import TracebackType
 from typing import Any, Iterable, TypeVar
@@ -23,13 +24,27 @@ from notify_transport.url import TransportHost, TransportURL
 
 __all__ = ["DriverLoadFailure", "InvalidTransportURL", "Transport", "TransportHost", "TransportURL",
            "TransportOptions", "get_transport", "set_transport_defaults", "NotificationTransport",
-           "RPCTransport", "get_notification_transport", "get_rpc_transport", "installed_drivers"]
+           "RPCTransport", "get_notification_transport", "get_rpc_transport", "installed_drivers",
+           "open_transport_drivers"]
 
 LOG = logging.getLogger(__name__)
 
 DRIVER_NAMESPACE = "notify_transport.drivers"
 
 _T = TypeVar("_T", bound="Transport")
+
+#: Drivers of transports made and not cleaned up. Weak: a forgotten transport whose driver
+#: runs no thread is collected; one whose threads keep its driver alive stays listed.
+_OPEN: "weakref.WeakSet[BaseDriver]" = weakref.WeakSet()
+
+
+def open_transport_drivers() -> list[BaseDriver]:
+    """The drivers of this process's transports that are still open (:meth:`~Transport.cleanup`
+    not called), also of transports no longer referenced.
+
+    For tests and diagnostics: a test can check it left none behind.
+    """
+    return list(_OPEN)
 
 
 def set_transport_defaults(control_exchange: str) -> None:
@@ -69,6 +84,10 @@ class Transport:
         self._driver = driver
         self.conf = driver.conf
         self.url: TransportURL = driver.url
+        try:
+            _OPEN.add(driver)
+        except TypeError:  # a third-party driver that cannot be weakly referenced: not listed
+            pass
 
     def __repr__(self) -> str:
         return f"<{type(self).__name__} {self.url.redacted()}>"
@@ -112,7 +131,10 @@ class Transport:
 
     def cleanup(self) -> None:
         """Flush pending sends and close connections."""
-        self._driver.cleanup()
+        try:
+            self._driver.cleanup()
+        finally:
+            _OPEN.discard(self._driver)
 
     def __enter__(self: _T) -> _T:
         return self

@@ -14,9 +14,11 @@ so by default:
 """
 from __future__ import annotations
 
+import contextlib
 import logging
 import sys
 import time
+from typing import Iterator
 
 #: Seconds during which an identical line from the same logger is not repeated.
 REPEAT_WINDOW = 60.0
@@ -71,6 +73,29 @@ def configure(debug: bool = False, verbose: int = 0, log_file: str | None = None
         logging.getLogger(name).setLevel(logging.DEBUG if debug else logging.CRITICAL + 1)
     for name in PROGRESS:
         logging.getLogger(name).setLevel(min(level, logging.INFO))
+
+
+@contextlib.contextmanager
+def restored() -> Iterator[None]:
+    """The logging set-up as it was before, once the block ends.
+
+    ``main()`` is also called in-process (tests, scripts): a handler a command run
+    left on the root logger would hold that run's ``sys.stderr`` and write to it
+    after it is closed ("Logging error ... I/O operation on closed file").
+    """
+    root = logging.getLogger()
+    names = ("", *CHATTY, *PROGRESS)
+    levels = {name: logging.getLogger(name).level for name in names}
+    handlers = list(root.handlers)
+    try:
+        yield
+    finally:
+        for handler in list(root.handlers):
+            if handler not in handlers:
+                root.removeHandler(handler)
+                handler.close()
+        for name, level in levels.items():
+            logging.getLogger(name).setLevel(level)
 
 
 class HeldRecords(logging.Handler):

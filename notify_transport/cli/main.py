@@ -138,7 +138,8 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
 
 def main(argv: Sequence[str] | None = None) -> int:
     app = NotifyTransportApp()
-    code = app.run(join_dash_values(sys.argv[1:] if argv is None else argv))
+    with logs.restored():  # the app's handlers go with the run (main() is also called in-process)
+        code = app.run(join_dash_values(sys.argv[1:] if argv is None else argv))
     return EXIT_USAGE if app.no_command else code
 
 

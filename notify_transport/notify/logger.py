@@ -63,3 +63,10 @@ class LoggingNotificationHandler(logging.Handler):
             })
         finally:
             self._sending.active = False
+
+    def close(self) -> None:
+        """Close the transport this handler made (``logging.shutdown()`` calls this at exit)."""
+        try:
+            self.notifier.transport.cleanup()
+        finally:
+            logging.Handler.close(self)

@@ -299,7 +299,8 @@ def start_query(spark, settings: KafkaSettings, subscription: Subscription, conf
     writer = (archive_dedup(decoded, config.dedup_horizon).writeStream.queryName(QUERY_NAME)
               .outputMode("append").option("checkpointLocation", config.checkpoint_path("pipeline"))
               .foreachBatch(batch_fn))
-    writer = writer.trigger(availableNow=True) if once else writer.trigger(processingTime=spark_interval(config.trigger_interval))
+    writer = (writer.trigger(availableNow=True) if once
+              else writer.trigger(processingTime=spark_interval(config.trigger_interval)))
     return writer.start()
 
 

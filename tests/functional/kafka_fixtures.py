@@ -18,10 +18,26 @@ from typing import Any, Callable, Iterator
 import pytest
 from oslo_config import cfg
 
+from waits import wait_until
+
 from notify_transport.testing.brokers import Broker, NoidaBroker, TansuBroker, external_kafka
 
 #: Every topic a test session creates starts with this, so that they can be found and deleted.
 SESSION_PREFIX = f"nt{uuid.uuid4().hex[:6]}"
+
+
+def settled(server: Any) -> bool:
+    """True when a Kafka listener can get nothing more of what was sent so far.
+
+    Nothing in flight or held for a retry, and its group committed the end of every
+    partition it reads (main and retry topics): a retry copy is produced before its
+    original is committed, so it shows as lag until it is consumed. Poll it with
+    ``waits.wait_until`` instead of sleeping to see that "nothing more arrives".
+    """
+    metrics = server.metrics()
+    lag = metrics.get("lag") or {}
+    return (metrics.get("in_flight") == 0 and not metrics.get("held_for_retry")
+            and bool(lag) and not any(lag.values()))
 
 
 def kafka_url(broker: Broker, vhost: str | None = None, **query: Any) -> str:
@@ -155,6 +171,7 @@ class Collector:
         self.errors: list[BaseException] = []
         self._thread: threading.Thread | None = None
         self._cond = threading.Condition()
+        self._polls = 0
 
     def start(self) -> "Collector":
         """Start the listener (in this thread, as the server does), then poll in the background."""
@@ -171,10 +188,10 @@ class Collector:
                 self.errors.append(exc)
                 time.sleep(0.1)
                 continue
-            if batch:
-                with self._cond:
-                    self.messages.extend(batch)
-                    self._cond.notify_all()
+            with self._cond:
+                self.messages.extend(batch)
+                self._polls += 1
+                self._cond.notify_all()
 
     def wait_for(self, count: int, timeout: float = 10.0) -> list[Any]:
         """Wait until ``count`` messages arrived (or ``timeout``); return all received so far."""
@@ -187,14 +204,17 @@ class Collector:
                 self._cond.wait(left)
             return list(self.messages)
 
-    def settle(self, quiet: float = 0.5, timeout: float = 5.0) -> list[Any]:
-        """Wait until nothing new arrived for ``quiet`` seconds; return everything received."""
-        deadline = time.monotonic() + timeout
-        seen = -1
-        while time.monotonic() < deadline and seen != len(self.messages):
-            seen = len(self.messages)
-            time.sleep(quiet)
-        return list(self.messages)
+    def settle(self, timeout: float = 30.0) -> list[Any]:
+        """Everything received, once nothing more can arrive (see :func:`settled`).
+
+        The listener commits what a poll returns before the poll returns it: the poll
+        running when the group is seen settled is waited for too.
+        """
+        wait_until(lambda: settled(self.listener), timeout, interval=0.2)
+        with self._cond:
+            polls = self._polls
+            self._cond.wait_for(lambda: self._polls > polls, timeout)
+            return list(self.messages)
 
     def stop(self) -> None:
         self.listener.stop()

@@ -161,9 +161,13 @@ class Service:
                 notifier.prepare(publisher_id=f"compute.host{seq % 3}").info({}, "e", {"seq": seq})
         with self.hub.phase(report, "receive"):
             wait_until(lambda: len(audit.calls) >= 10 and len(billing.calls) >= 10)
-        eventlet.sleep(0.3)
-        report["audit"] = sorted(c["payload"]["seq"] for c in audit.calls)
-        report["billing"] = sorted(c["payload"]["seq"] for c in billing.calls)
+        # a last one per publisher (its key picks the partition, which keeps order): once
+        # they are in, so is anything sent before them
+        for host in range(3):
+            notifier.prepare(publisher_id=f"compute.host{host}").info({}, "last", {"seq": None})
+        wait_until(lambda: all(sum(c["event_type"] == "last" for c in r.calls) == 3 for r in (audit, billing)))
+        report["audit"] = sorted(c["payload"]["seq"] for c in audit.calls if c["event_type"] != "last")
+        report["billing"] = sorted(c["payload"]["seq"] for c in billing.calls if c["event_type"] != "last")
         return report
 
     def batch(self) -> dict:
@@ -209,14 +213,19 @@ class Service:
                 wait_until(lambda: not native.is_alive())
             with self.hub.phase(report, "receive"):
                 wait_until(lambda: len(recorder.calls) >= 2)
-            eventlet.sleep(0.3)
+            # a last one at each level (one partition each, which keeps order): once they are
+            # in, so is anything logged before them
+            logger.error("last")
+            logger.warning("last")
+            wait_until(lambda: sum(c["payload"].get("msg") == "last" for c in recorder.calls) == 2)
         finally:
             logger.removeHandler(handler)
             with self.hub.phase(report, "handler_cleanup"):
                 handler.notifier.transport.cleanup()
         report["received"] = [{"priority": c["priority"], "publisher_id": c["publisher_id"],
                                "event_type": c["event_type"], "msg": c["payload"].get("msg"),
-                               "levelname": c["payload"].get("levelname")} for c in recorder.calls]
+                               "levelname": c["payload"].get("levelname")} for c in recorder.calls
+                              if c["payload"].get("msg") != "last"]
         return report
 
     def start_failure(self) -> dict:

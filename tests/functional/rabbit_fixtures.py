@@ -13,7 +13,6 @@ import shutil
 import socket
 import subprocess
 import threading
-import time
 import uuid
 from typing import Callable, Iterator
 
@@ -51,11 +50,8 @@ def _amqp_ready() -> bool:
 
 
 def wait_rabbit_ready(timeout: float = 90.0) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if _port_open() and _amqp_ready():
-            return
-        time.sleep(0.3)
+    if wait_until(lambda: _port_open() and _amqp_ready(), timeout, interval=0.3):
+        return
     raise RuntimeError(f"RabbitMQ at {RABBIT_HOST}:{RABBIT_PORT} did not become ready in {timeout}s")
 
 
@@ -109,6 +105,25 @@ class RabbitAdmin:
             frame = channel.queue_declare(name, passive=True)
             channel.close()
             return frame.method.message_count, frame.method.consumer_count
+
+    def consumers(self, name: str) -> int:
+        """How many consumers the queue has (0 if it does not exist yet): a passive declare."""
+        with self._lock:
+            channel = self._channel()
+            try:
+                frame = channel.queue_declare(name, passive=True)
+            except pika.exceptions.ChannelClosedByBroker:
+                return 0
+            channel.close()
+            return int(frame.method.consumer_count)
+
+    def wait_consumers(self, *queues: str, at_least: int = 1, timeout: float = 10.0) -> bool:
+        """Wait until each queue has ``at_least`` consumers, as the broker sees them.
+
+        A server's ``start()`` (oslo.messaging's above all) may return before its
+        ``basic.consume`` reached the broker; a test asks the broker instead of sleeping.
+        """
+        return wait_until(lambda: all(self.consumers(q) >= at_least for q in queues), timeout)
 
     def publish_raw(self, exchange: str, routing_key: str, body: bytes,
                     properties: pika.BasicProperties | None = None) -> None:

@@ -14,6 +14,8 @@ import uuid
 from typing import Any, Iterator
 
 import pytest
+from kafka_fixtures import settled
+from waits import time_between_batches, wait_for_clock, wait_until
 from confluent_kafka.admin import AdminClient
 
 import notify_transport as nt
@@ -66,12 +68,11 @@ class Seen:
                 self._cond.wait(deadline - time.monotonic())
             return list(self.seqs)
 
-    def settle(self, quiet: float = 0.5) -> list[int]:
-        """Everything received once nothing new came for ``quiet`` seconds."""
-        seen = -1
-        while seen != len(self.seqs):
-            seen = len(self.seqs)
-            time.sleep(quiet)
+    def settle(self, server: Any) -> list[int]:
+        """Everything received, once nothing more can arrive: the server's group committed the
+        end of every partition, and a graceful stop dispatches everything committed."""
+        assert wait_until(lambda: settled(server), 30, interval=0.2), server.metrics()
+        assert server.stop(graceful=True, timeout=30)
         return list(self.seqs)
 
 
@@ -257,7 +258,7 @@ def test_replay_to_earliest_re_receives_exactly_the_old_messages(broker, unique_
         code, out, err = cli(capsys, "replay", *args, "--to-earliest", "--execute")
         assert code == 1
         assert "pool 'ceilometer' has 1 member(s)" in err and "nothing changed" in err
-    assert first.settle(0.2) == list(range(8))
+    assert first.seqs == list(range(8))  # the listener stopped: nothing more arrived
 
     # without --execute: the plan (from, to, received again per partition) and nothing changes
     code, out, err = cli(capsys, "replay", *args, "--to-earliest")
@@ -277,9 +278,9 @@ def test_replay_to_earliest_re_receives_exactly_the_old_messages(broker, unique_
     assert "8 notification(s) received again" in out
     assert "replay ceilometer: committed new offsets for 1/1 partition(s)" in err
     again = Seen()
-    with pool_listener(transport, topic, "ceilometer", again):
+    with pool_listener(transport, topic, "ceilometer", again) as server:
         assert again.wait_for(8) == list(range(8))
-        assert again.settle() == list(range(8))  # exactly the old ones, once
+        assert again.settle(server) == list(range(8))  # exactly the old ones, once
 
 
 def test_replay_to_a_time_and_to_an_offset(broker, unique_topic, transports, capsys) -> None:
@@ -289,30 +290,30 @@ def test_replay_to_a_time_and_to_an_offset(broker, unique_topic, transports, cap
     seen = Seen()
     with pool_listener(transport, topic, "billing", seen):
         send(transport, topic, range(5))
-        time.sleep(0.05)  # broker timestamps are milliseconds: keep the batches apart
-        middle = time.time()
-        time.sleep(0.05)
+        middle = time_between_batches()  # broker timestamps are milliseconds
         send(transport, topic, range(5, 9))
+        sent = time.time()
         assert seen.wait_for(9) == list(range(9))
 
     code, out, err = cli(capsys, "replay", *args, "--to-time", format_time(middle), "--execute")
     assert code == 0, err
     assert "4 notification(s) received again" in out
     again = Seen()
-    with pool_listener(transport, topic, "billing", again):
+    with pool_listener(transport, topic, "billing", again) as server:
         assert again.wait_for(4) == [5, 6, 7, 8]
-        assert again.settle() == [5, 6, 7, 8]
+        assert again.settle(server) == [5, 6, 7, 8]
 
     code, out, err = cli(capsys, "replay", *args, "--to-offset", "7", "-f", "json", "--execute")
     assert code == 0, err
     plan = json.loads(out)
     assert [(p["FROM"], p["TO"], p["RECEIVED AGAIN"]) for p in plan] == [(9, 7, 2)]
+    wait_for_clock(sent + 1.0)  # nothing was sent in the last second
     code, out, err = cli(capsys, "replay", *args, "--to-time", "-1s")
     assert "2 notification(s) skipped" in out and "no notification that recent" in out
     last = Seen()
-    with pool_listener(transport, topic, "billing", last):
+    with pool_listener(transport, topic, "billing", last) as server:
         assert last.wait_for(2) == [7, 8]
-        assert last.settle() == [7, 8]
+        assert last.settle(server) == [7, 8]
 
 
 # -- topics ------------------------------------------------------------------------------------------

@@ -18,6 +18,7 @@ import uuid
 from typing import Any, Iterator
 
 import pytest
+from waits import time_between_batches, wait_until
 
 import notify_transport as nt
 from notify_transport.testing.brokers import external_kafka
@@ -115,7 +116,7 @@ def test_tail_follows_a_topic_created_after_it_started(broker, unique_topic, not
         out = Lines(proc.stdout)
         started = err.wait_for("following 1 partition(s)")
         assert f"{topic}.error.{vh}" in started and "followed from their beginning once created" in started
-        time.sleep(1.0)  # a refresh or two without the topic
+        # the topic is created after the tail started following without it
         send(notifier(url, topic), range(1, 2), priority="error")  # creates the error topic now
         assert out.wait_for('ERROR {"seq":1}') == 'ERROR {"seq":1}'
         err.wait_for(f"following 1 new partition(s) of {topic}.error.{vh}")
@@ -133,9 +134,7 @@ def test_tail_start_positions_and_exit_at_end(broker, unique_topic, notifier) ->
     url = broker.url(vh)
     sender = notifier(url, topic)
     send(sender, range(5))
-    time.sleep(0.05)  # broker timestamps are milliseconds: keep the batches apart
-    middle = time.time()
-    time.sleep(0.05)
+    middle = time_between_batches()  # broker timestamps are milliseconds
     send(sender, range(5, 8))
     common = ["tail", "--transport-url", url, "--topic", topic, "--priority", "info", "-e",
               "--line-format", "{offset}"]
@@ -238,20 +237,16 @@ def test_retry_and_dead_letter_topics_are_labelled(broker, unique_topic, notifie
                                           retry_delay=0.1)
     server.start()
     try:
-        deadline = time.monotonic() + 60
-        while endpoint.calls < 4 and time.monotonic() < deadline:
-            time.sleep(0.1)
-        assert endpoint.calls >= 4  # each notification twice: then dead-lettered
+        assert wait_until(lambda: endpoint.calls >= 4, timeout=60)  # each notification twice: then dead-lettered
         # the dead letters are confirmed once the broker has them: wait until they are counted
-        deadline = time.monotonic() + 30
         listing: dict = {}
-        while time.monotonic() < deadline:
+
+        def dead_letters_counted() -> bool:
             done = run_cli("topics", "--transport-url", url, "--vhost", vh, "-f", "json")
             assert done.returncode == 0, done.stderr
-            listing = {t["KAFKA TOPIC"]: {k.lower(): v for k, v in t.items()} for t in json.loads(done.stdout)}
-            if listing.get(f"{topic}.info.{vh}.dlq", {}).get("messages") == 2:
-                break
-            time.sleep(0.5)
+            listing.update({t["KAFKA TOPIC"]: {k.lower(): v for k, v in t.items()} for t in json.loads(done.stdout)})
+            return listing.get(f"{topic}.info.{vh}.dlq", {}).get("messages") == 2
+        wait_until(dead_letters_counted, 30, interval=0.5)
         assert listing[f"{topic}.info.{vh}"]["kind"] == "notification"
         retry = listing[f"{topic}.info.{vh}.retry.billing"]
         assert (retry["kind"], retry["pool"], retry["topic"], retry["vhost"]) == ("retry", "billing", topic, vh)
@@ -299,7 +294,7 @@ def test_tail_logs_an_outage_once_and_the_recovery_once(own_noida, unique_topic,
         out.wait_for('{"seq":0}')
         own_noida.stop()
         err.wait_for("lost the connection to the Kafka brokers", timeout=60)
-        time.sleep(5.0)  # librdkafka retries many times meanwhile
+        time.sleep(5.0)  # the outage under test: librdkafka retries many times meanwhile
         own_noida.start()
         err.wait_for("answer again", timeout=60)
         send(notifier(url, topic), range(1, 2))

@@ -10,6 +10,7 @@ import pytest
 
 import notify_transport
 from notify_transport import NotificationResult, Notifier, Target
+from kafka_fixtures import settled
 from waits import wait_until
 
 pytestmark = [pytest.mark.functional, pytest.mark.slow]
@@ -74,7 +75,7 @@ def test_always_failing_endpoint_retries_then_dead_letters(kafka_bootstrap, kafk
             notifier.info({}, "e", {"i": i})
         assert transport.flush(10) == 0
         assert wait_until(lambda: server.metrics()["dead_lettered"] == COUNT, 60), server.metrics()
-        time.sleep(RETRY_DELAY * 2)  # nothing more comes back
+        assert wait_until(lambda: settled(server), 30, interval=0.2)  # nothing more comes back
         metrics = server.metrics()
     finally:
         server.stop(timeout=10)

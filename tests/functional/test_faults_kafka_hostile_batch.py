@@ -9,7 +9,6 @@ from __future__ import annotations
 import collections
 import json
 import threading
-import time
 import uuid
 
 import pytest
@@ -18,6 +17,7 @@ from confluent_kafka.admin import AdminClient
 
 import notify_transport
 from notify_transport import NotificationResult, Target
+from kafka_fixtures import settled as listener_settled
 from waits import wait_until
 
 pytestmark = [pytest.mark.functional, pytest.mark.slow]
@@ -133,7 +133,7 @@ def test_hostile_batch_never_stops_the_listener_nor_loses_a_neighbour(kafka_boot
                     and metrics["dead_lettered"] >= bad + len(requeued))
 
         assert wait_until(settled, 60), (server.metrics(), collections.Counter(endpoint.seen).most_common(8))
-        time.sleep(1.0)
+        assert wait_until(lambda: listener_settled(server), 30, interval=0.2)  # nothing more arrives
         metrics = server.metrics()
         assert server._thread is not None and server._thread.is_alive()  # never stopped
         counts = collections.Counter(endpoint.seen)

@@ -135,7 +135,9 @@ def test_sigkilled_listener_every_message_processed_dupes_bounded(tansu, kafka_c
         everything = lambda: set(by_first) | set(second.processed())  # noqa: E731
         assert wait_until(lambda: everything() == set(range(COUNT)), 60), (
             f"missing: {sorted(set(range(COUNT)) - everything())[:20]}")
-        time.sleep(1.0)  # nothing more arrives
+        # nothing more arrives once the group committed the end
+        assert wait_until(lambda: committed_offset(tansu.bootstrap, pool, f"{topic}.info") == COUNT, 30,
+                          interval=0.2)
         by_second = second.processed()
     finally:
         for child in children:

@@ -11,7 +11,6 @@ import collections
 import json
 import random
 import threading
-import time
 import uuid
 
 import pytest
@@ -21,6 +20,7 @@ import notify_transport
 from notify_transport import Notifier, Target
 from notify_transport.drivers.envelope import decode_notification
 from notify_transport.exceptions import DecodeError
+from kafka_fixtures import settled
 from waits import wait_until
 
 pytestmark = [pytest.mark.functional, pytest.mark.slow]
@@ -145,7 +145,7 @@ def test_poison_and_fuzz_are_dead_lettered_good_ones_dispatched_once(noida, kafk
 
         assert wait_until(lambda: server.metrics()["dead_lettered"] >= BAD
                           and len(endpoint.seen) >= GOOD, 90), server.metrics()
-        time.sleep(1.0)  # nothing more arrives
+        assert wait_until(lambda: settled(server), 30, interval=0.2)  # nothing more arrives
         metrics = server.metrics()
         assert server._thread is not None and server._thread.is_alive()  # never stopped
 

@@ -25,6 +25,10 @@ pytestmark = pytest.mark.functional
 
 
 
+#: The id of a last notification: once a listener has it, it has everything sent before it.
+MARK = 10**6
+
+
 class Recorder:
     """An endpoint recording ``(i, publisher_id, thread, time)``; ``behave(i, attempt)`` may
     raise, return a result, or block."""
@@ -262,7 +266,7 @@ def test_requeue_waits_the_retry_delay_then_succeeds(api, noida, unique_topic):
         times = by_id[i]
         assert len(times) == 2 and times[1] - times[0] >= 2.9  # waited retry_delay (ms clock)
     assert wait_until(lambda: server.metrics()["retried"] == 3)
-    time.sleep(0.5)
+    assert server.stop(timeout=10)  # what it took is dispatched: the counts are final
     metrics = server.metrics()
     assert (metrics["received"], metrics["dispatched"], metrics["requeued"]) == (8, 5, 3)
     assert metrics["dead_lettered"] == 0 and len(endpoint.calls) == 8
@@ -363,7 +367,9 @@ def test_stop_graceful_finishes_abrupt_cancels(api, noida, unique_topic, gracefu
         assert group_offsets(noida, pool, f"{topic}.info") == {0: 10}
         leftovers: list[int] = []
     else:
-        time.sleep(0.6)  # the two running calls return; nothing else starts
+        # the two running calls return; once the workers are gone, nothing else started
+        assert wait_until(lambda: not any(t.name.startswith(f"notify-kafka-{pool}-worker")
+                                          for t in threading.enumerate()))
         assert len(endpoint.calls) == 2  # only the two calls running at the stop
         committed = group_offsets(noida, pool, f"{topic}.info")[0]
         assert committed < 10
@@ -372,10 +378,10 @@ def test_stop_graceful_finishes_abrupt_cancels(api, noida, unique_topic, gracefu
     successor_endpoint = Recorder()
     api.start(api.listener(transport, topic, [successor_endpoint], pool=pool,
                            delivery_mode="at_least_once"))
-    if leftovers:
-        assert wait_until(lambda: sorted(successor_endpoint.ids()) == leftovers)
-    time.sleep(1.0)
-    assert sorted(successor_endpoint.ids()) == leftovers
+    # a mark sent now comes after everything the successor may get (one partition)
+    notify(transport, topic, [MARK])
+    assert wait_until(lambda: MARK in successor_endpoint.ids())
+    assert sorted(successor_endpoint.ids()) == leftovers + [MARK]
 
 
 # -- hooks and metrics --------------------------------------------------------------------

@@ -5,7 +5,6 @@ from __future__ import annotations
 import contextlib
 import os
 import threading
-import time
 import uuid
 
 import pytest
@@ -16,7 +15,7 @@ from notify_transport import Notifier, Target
 from notify_transport.drivers.kafka.positions import MessageId
 from notify_transport.drivers.kafka.reader import PartitionIterator, merge
 from notify_transport.exceptions import ConfigurationError, MessagingException
-from waits import wait_until
+from waits import time_between_batches, wait_until
 
 pytestmark = pytest.mark.functional
 
@@ -26,9 +25,13 @@ pytestmark = pytest.mark.functional
 class Recorder:
     def __init__(self):
         self.ids: list[int] = []
+        self.marks: list[str] = []
 
     def info(self, ctxt, publisher_id, event_type, payload, metadata):
-        self.ids.append(payload["i"])
+        if "mark" in payload:
+            self.marks.append(payload["mark"])
+        else:
+            self.ids.append(payload["i"])
 
 
 def produce(broker, topic: str, values, partition: int | None = None, create_partitions=None):
@@ -76,8 +79,7 @@ def test_listener_start_positions_replay_a_pool(transport, unique_topic):
     assert transport.flush(10) == 0
     assert wait_until(lambda: first.ids == [0, 1, 2, 3])
     server.stop(timeout=10)
-    midpoint = time.time()
-    time.sleep(0.05)
+    midpoint = time_between_batches()  # broker timestamps are milliseconds
     for i in range(4, 6):
         notifier.info({}, "e", {"i": i})
     assert transport.flush(10) == 0
@@ -88,8 +90,11 @@ def test_listener_start_positions_replay_a_pool(transport, unique_topic):
             transport, [Target(topic=topic)], [endpoint], pool=pool, start_position=start_position)
         srv.start()
         try:
-            assert wait_until(lambda: len(endpoint.ids) >= len(expected), timeout=10)
-            time.sleep(0.5)
+            # a mark sent now comes after everything the listener may get (one partition, in
+            # order): once it is in, so is any message too many
+            notifier.info({}, "mark", {"mark": start_position})
+            assert transport.flush(10) == 0
+            assert wait_until(lambda: start_position in endpoint.marks, timeout=10)
             assert endpoint.ids == expected, start_position
         finally:
             srv.stop(timeout=10)
@@ -143,7 +148,6 @@ def test_iterators_per_partition_compose_and_close_without_leaks(transport, noid
     create_topic(driver, topic, 3)
     for partition in range(3):
         produce(noida, topic, [f"{partition}-{i}".encode() for i in range(20)], partition=partition)
-    time.sleep(0.2)
     python_before = set(threading.enumerate())
     native_before = native_threads()
 

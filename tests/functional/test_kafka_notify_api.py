@@ -8,6 +8,8 @@ import uuid
 from typing import Any, Iterator
 
 import pytest
+from kafka_fixtures import settled
+from waits import wait_until
 
 import notify_transport
 from notify_transport import NotificationFilter, Notifier, Target
@@ -36,16 +38,14 @@ class Endpoint:
         return callback
 
     def wait_for(self, count: int, timeout: float = 10.0) -> list[tuple]:
-        deadline = time.monotonic() + timeout
-        while len(self.received) < count and time.monotonic() < deadline:
-            time.sleep(0.02)
+        wait_until(lambda: len(self.received) >= count, timeout)
         return list(self.received)
 
-    def settle(self, quiet: float = 0.5) -> list[tuple]:
-        seen = -1
-        while seen != len(self.received):
-            seen = len(self.received)
-            time.sleep(quiet)
+    def settle(self, server) -> list[tuple]:
+        """Everything received, once nothing more can arrive: the server's group committed the
+        end of every partition, and a graceful stop dispatches everything committed."""
+        assert wait_until(lambda: settled(server), 30, interval=0.2), server.metrics()
+        assert server.stop(graceful=True, timeout=30)
         return list(self.received)
 
 
@@ -99,7 +99,7 @@ def test_every_pool_gets_every_notification(api, unique_topic):
     transport = api.transport()
     topic = unique_topic("fan")
     endpoints = [Endpoint() for _ in range(3)]
-    api.start(*[notify_transport.get_notification_listener(
+    servers = api.start(*[notify_transport.get_notification_listener(
         transport, [Target(topic=topic)], [endpoint], pool=f"pool-{n}-{uuid.uuid4().hex[:6]}")
         for n, endpoint in enumerate(endpoints)])
     notifier = Notifier(transport, publisher_id="svc.host", driver="messagingv2", topics=[topic])
@@ -109,8 +109,8 @@ def test_every_pool_gets_every_notification(api, unique_topic):
     for endpoint in endpoints:
         got = endpoint.wait_for(10)
         assert sorted(p["i"] for _, _, _, p in got) == list(range(10))
-    for endpoint in endpoints:
-        assert len(endpoint.settle()) == 10
+    for endpoint, server in zip(endpoints, servers):
+        assert len(endpoint.settle(server)) == 10
 
 
 def test_one_pool_splits_partitions_without_duplicates(api, unique_topic):
@@ -127,11 +127,9 @@ def test_one_pool_splits_partitions_without_duplicates(api, unique_topic):
     for i in range(count):
         notifier.prepare(publisher_id=f"publisher-{i % 8}").info({}, "e", {"i": i})
     assert transport.flush(10) == 0
-    deadline = time.monotonic() + 10
-    while sum(len(e.received) for e in endpoints) < count and time.monotonic() < deadline:
-        time.sleep(0.05)
-    for endpoint in endpoints:
-        endpoint.settle()
+    wait_until(lambda: sum(len(e.received) for e in endpoints) >= count, 10)
+    for endpoint, server in zip(endpoints, api.servers):
+        endpoint.settle(server)
     ids = [p["i"] for e in endpoints for _, _, _, p in e.received]
     assert sorted(ids) == list(range(count))  # everything, once
     assert all(e.received for e in endpoints)  # both listeners worked
@@ -157,9 +155,7 @@ def test_batch_listener_sizes_and_timeout(api, unique_topic):
     for i in range(12):
         notifier.info({}, "e", {"i": i})
     assert transport.flush(10) == 0
-    deadline = time.monotonic() + 10
-    while sum(map(len, endpoint.batches)) < 12 and time.monotonic() < deadline:
-        time.sleep(0.05)
+    wait_until(lambda: sum(map(len, endpoint.batches)) >= 12, 10)
     sizes = [len(b) for b in endpoint.batches]
     assert sum(sizes) == 12 and max(sizes) <= 5
     assert sizes[-1] == 2  # the rest, delivered by the timeout rather than a full batch
@@ -174,7 +170,7 @@ def test_filters(api, unique_topic):
     rule = NotificationFilter(publisher_id="^compute", event_type=r"^instance\.create",
                               context={"user": "^alice$"}, payload={"state": "^active$"})
     screened, everything = Endpoint(filter_rule=rule), Endpoint()
-    api.start(notify_transport.get_notification_listener(
+    server, = api.start(notify_transport.get_notification_listener(
         transport, [Target(topic=topic)], [screened, everything], pool=f"f-{uuid.uuid4().hex[:6]}"))
     notifier = Notifier(transport, driver="messagingv2", topics=[topic])
     cases = [  # (publisher, event_type, user, state, matches)
@@ -189,7 +185,7 @@ def test_filters(api, unique_topic):
         notifier.prepare(publisher_id=publisher).info({"user": user}, event_type, {"n": n, "state": state})
     assert transport.flush(10) == 0
     assert len(everything.wait_for(len(cases))) == len(cases)
-    screened.settle(0.3)
+    screened.settle(server)
     assert sorted(p["n"] for _, _, _, p in screened.received) == [
         n for n, case in enumerate(cases) if case[-1]]
 
@@ -198,7 +194,7 @@ def test_all_priorities(api, unique_topic):
     transport = api.transport("vh")
     topic = unique_topic("prio")
     endpoint = Endpoint(PRIORITIES)
-    api.start(notify_transport.get_notification_listener(
+    server, = api.start(notify_transport.get_notification_listener(
         transport, [Target(topic=topic)], [endpoint], pool=f"p-{uuid.uuid4().hex[:6]}"))
     notifier = Notifier(transport, publisher_id="p", driver="messagingv2", topics=[topic])
     for method in ("audit", "debug", "info", "warn", "warning", "error", "critical", "sample"):
@@ -207,7 +203,7 @@ def test_all_priorities(api, unique_topic):
     got = endpoint.wait_for(8)
     assert sorted((prio, payload["via"]) for prio, _, _, payload in got) == sorted(
         [(p, p) for p in PRIORITIES] + [("warn", "warning")])
-    assert len(endpoint.settle()) == 8
+    assert len(endpoint.settle(server)) == 8
 
 
 def test_graceful_stop_dispatches_everything_it_committed(api, unique_topic):
@@ -243,8 +239,8 @@ def test_graceful_stop_dispatches_everything_it_committed(api, unique_topic):
     assert list(committed.values()) == [len(first)]   # dispatched exactly what it committed
     assert len(first) < count
     rest = Endpoint()
-    api.start(notify_transport.get_notification_listener(
+    successor, = api.start(notify_transport.get_notification_listener(
         transport, [Target(topic=topic)], [rest], pool=pool))
     second = [p["i"] for _, _, _, p in rest.wait_for(count - len(first), timeout=20)]
     assert second == list(range(len(first), count))   # exactly the rest
-    assert len(rest.settle()) == count - len(first)
+    assert len(rest.settle(successor)) == count - len(first)

@@ -9,7 +9,6 @@ from __future__ import annotations
 import contextlib
 import json
 import threading
-import time
 import uuid
 
 import pika
@@ -108,14 +107,16 @@ def start(both, server):
     return server
 
 
-def test_rpc_both_ways(both, unique):
+def test_rpc_both_ways(both, unique, rabbit_admin):
     ot, our = both(allowed=[__name__])
     topic = unique("interop")
     oslo_end, our_end = Endpoint("oslo"), Endpoint("ours")
     start(both, oslo_messaging.get_rpc_server(ot, oslo_messaging.Target(topic=topic, server="o1"),
                                               [oslo_end]))
     start(both, rpc.get_rpc_server(our, nt.Target(topic=topic, server="n1"), [our_end]))
-    time.sleep(0.3)  # oslo's start() returns before its consumer is declared
+    # oslo's start() returns before its consumer is declared: ask the broker
+    assert rabbit_admin.wait_consumers(f"{topic}.o1", f"{topic}.n1")
+    assert rabbit_admin.wait_consumers(topic, at_least=2)
     our_client = rpc.get_rpc_client(our, nt.Target(topic=topic), timeout=10)
     oslo_client = oslo_messaging.get_rpc_client(ot, oslo_messaging.Target(topic=topic), timeout=10)
 
@@ -135,22 +136,25 @@ def test_rpc_both_ways(both, unique):
     oslo_client.prepare(server="n1").cast({}, "echo", value="cast-to-ours")
     our_client.prepare(fanout=True).cast({}, "echo", value="fan-ours")
     oslo_client.prepare(fanout=True).cast({}, "echo", value="fan-oslo")
-    assert wait_for(lambda: {"cast-to-oslo", "fan-ours", "fan-oslo"} <= set(oslo_end.values()))
-    assert wait_for(lambda: {"cast-to-ours", "fan-ours", "fan-oslo"} <= set(our_end.values()))
-    time.sleep(0.3)
+    # a fanout queue keeps each sender's order: once the senders' last casts are in,
+    # a second copy of an earlier one would be too
+    our_client.prepare(fanout=True).cast({}, "echo", value="last-ours")
+    oslo_client.prepare(fanout=True).cast({}, "echo", value="last-oslo")
+    assert wait_for(lambda: {"cast-to-oslo", "last-ours", "last-oslo"} <= set(oslo_end.values()))
+    assert wait_for(lambda: {"cast-to-ours", "last-ours", "last-oslo"} <= set(our_end.values()))
     for end in (oslo_end, our_end):
         fan = [v for v in end.values() if isinstance(v, str) and v.startswith("fan-")]
         assert sorted(fan) == ["fan-oslo", "fan-ours"]  # once each
 
 
-def test_remote_errors_both_ways(both, unique):
+def test_remote_errors_both_ways(both, unique, rabbit_admin):
     topic = unique("interr")
     ot, our = both(allowed=[__name__])
     ot_plain, our_plain = both()
     start(both, oslo_messaging.get_rpc_server(ot, oslo_messaging.Target(topic=topic, server="o1"),
                                               [Endpoint("oslo")]))
     start(both, rpc.get_rpc_server(our, nt.Target(topic=topic, server="n1"), [Endpoint("ours")]))
-    time.sleep(0.3)
+    assert rabbit_admin.wait_consumers(f"{topic}.o1", f"{topic}.n1")
     clients = {
         ("ours", "allowed"): rpc.get_rpc_client(our, nt.Target(topic=topic), timeout=10),
         ("ours", "plain"): rpc.get_rpc_client(our_plain, nt.Target(topic=topic), timeout=10),
@@ -186,17 +190,18 @@ def _capture(rabbit_admin, queue: str, send) -> tuple[pika.BasicProperties, dict
         rabbit_admin.queues.add(queue)
         sender = threading.Thread(target=send)  # the call waits; its request expires with it
         sender.start()
+        got: list[tuple] = []
         try:
-            for _ in range(100):
-                method, props, body = channel.basic_get(queue, auto_ack=True)
-                if method is not None:
-                    return props, json.loads(body)
-                time.sleep(0.01)
+            wait_for(lambda: got.append(channel.basic_get(queue, auto_ack=True)) or got[-1][0] is not None,
+                     timeout=5)
         finally:
             sender.join()
     finally:
         conn.close()
-    raise AssertionError("nothing captured")
+    method, props, body = got[-1]
+    if method is None:
+        raise AssertionError("nothing captured")
+    return props, json.loads(body)
 
 
 def test_request_wire_format_matches_oslo(both, unique, rabbit_admin):
@@ -241,7 +246,9 @@ def test_notifications_both_ways(both, unique, rabbit_admin, driver):
     rabbit_admin.queues.update({f"{topic}_oslo_pool", f"{topic}_our_pool"})
     for listener in (oslo_listener, our_listener, our_shared):
         start(both, listener)
-    time.sleep(0.3)  # oslo's start() returns before its queue is bound
+    # oslo's start() returns before it consumes: ask the broker
+    assert rabbit_admin.wait_consumers(f"{topic}_oslo_pool", f"{topic}_our_pool", f"{topic}.info",
+                                       f"{topic}.error")
 
     oslo_notifier = oslo_messaging.Notifier(ot, publisher_id="oslo.host", driver=driver, topics=[topic])
     our_notifier = nt.Notifier(our, publisher_id="ours.host", driver=driver, topics=[topic])
@@ -253,17 +260,23 @@ def test_notifications_both_ways(both, unique, rabbit_admin, driver):
     expected = {("info", "oslo.host", "compute.instance.create"),
                 ("info", "ours.host", "compute.instance.delete"),
                 ("error", "ours.host", "compute.instance.error")}
+    # a last notification at each priority: each queue keeps order, so once it is in,
+    # a second copy of an earlier one would be too
+    our_notifier.info({}, "last", {})
+    our_notifier.error({}, "last", {})
+    our.flush(5)
     for notes in (oslo_pool, our_pool, shared):
-        assert wait_for(lambda notes=notes: len(notes.got) >= 3, timeout=10)
-    time.sleep(0.3)
+        assert wait_for(lambda notes=notes: sum(g[3] == "last" for g in notes.got) == 2, timeout=10)
     for notes in (oslo_pool, our_pool, shared):
-        assert {(p, pub, ev) for p, _c, pub, ev, _pl, _m in notes.got} == expected
-        assert len(notes.got) == 3
+        got = [g for g in notes.got if g[3] != "last"]
+        assert {(p, pub, ev) for p, _c, pub, ev, _pl, _m in got} == expected
+        assert len(got) == 3
     by_event = {ev: (ctxt, payload, meta) for _p, ctxt, _pub, ev, payload, meta in our_pool.got}
+    del by_event["last"]
     assert by_event["compute.instance.create"][1] == {"id": 1, "name": "é"}
     assert by_event["compute.instance.delete"][0] == {"user": "u"}
-    oslo_seen = {ev: (payload, meta) for _p, _c, _pub, ev, payload, meta in oslo_pool.got}
-    ours_seen = {ev: (payload, meta) for _p, _c, _pub, ev, payload, meta in our_pool.got}
+    oslo_seen = {ev: (payload, meta) for _p, _c, _pub, ev, payload, meta in oslo_pool.got if ev != "last"}
+    ours_seen = {ev: (payload, meta) for _p, _c, _pub, ev, payload, meta in our_pool.got if ev != "last"}
     assert oslo_seen == ours_seen  # identical payloads and metadata (message_id, timestamp)
 
 
@@ -286,7 +299,7 @@ def test_unique_ids_and_queue_attributes_compatible(both, unique, rabbit_admin):
     topic = unique("attrs")
     first = start(both, oslo_messaging.get_rpc_server(ot, oslo_messaging.Target(topic=topic, server="x"),
                                                       [Endpoint("oslo")]))
-    time.sleep(0.3)
+    assert rabbit_admin.wait_consumers(f"{topic}.x")
     start(both, rpc.get_rpc_server(our, nt.Target(topic=topic, server="x"), [Endpoint("ours")]))
     first.stop()
     first.wait()

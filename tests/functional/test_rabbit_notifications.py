@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import collections
 import threading
-import time
 
 import pika
 import pytest
@@ -84,10 +83,11 @@ def test_pools_each_get_everything_and_split_within_a_pool(transports, listeners
     notifier = nt.Notifier(transport, publisher_id="p", driver="messagingv2", topics=[topic])
     for i in range(300):
         notifier.info({}, "ev", i)
+    notifier.info({}, "ev", "last")  # the queues keep order: once it is in, so is any copy before it
     transport.flush(10)
-    assert wait_for(lambda: len(b.payloads()) == 300 and len(a1.payloads()) + len(a2.payloads()) == 300,
-                    timeout=15)
-    time.sleep(0.3)
+    assert wait_for(lambda: "last" in b.payloads() and "last" in a1.payloads() + a2.payloads(), timeout=15)
+    for recorder in (a1, a2, b):
+        recorder.got = [g for g in recorder.got if g[2] != "last"]
     assert sorted(b.payloads()) == list(range(300))
     assert sorted(a1.payloads() + a2.payloads()) == list(range(300))  # no duplicates, none lost
     assert a1.payloads() and a2.payloads()  # both members of the pool worked
@@ -117,9 +117,12 @@ def test_requeue_delivers_again(transports, listeners, unique):
 
     recorder = Recorder(result=result, prios=["info"])
     listeners(transport, [nt.Target(topic=topic)], [recorder], allow_requeue=True)
-    nt.Notifier(transport, publisher_id="p", driver="messagingv2", topics=[topic]).info({}, "ev", "again")
+    notifier = nt.Notifier(transport, publisher_id="p", driver="messagingv2", topics=[topic])
+    notifier.info({}, "ev", "again")
     assert wait_for(lambda: attempts["again"] == 3)
-    time.sleep(0.3)
+    # a requeued message goes back to its place in the queue, ahead of one sent later
+    notifier.info({}, "ev", "last")
+    assert wait_for(lambda: attempts["last"] == 3)
     assert attempts["again"] == 3
 
 

@@ -2,6 +2,7 @@
 timeouts, remote errors, version and namespace dispatch, access policies."""
 from __future__ import annotations
 
+import logging
 import threading
 import time
 
@@ -48,7 +49,8 @@ class Recorder:
         raise KeyError("missing-key")
 
     def sleep(self, ctxt, seconds):
-        time.sleep(seconds)
+        self._note("sleep", ctxt, seconds=seconds)
+        time.sleep(seconds)  # slow work, as an endpoint's
         return seconds
 
     def _private(self, ctxt):
@@ -81,13 +83,17 @@ def test_cast_is_delivered_once(transports, servers, unique):
     transport = transports()
     topic = unique("cast")
     endpoint = Recorder()
-    servers(transport, nt.Target(topic=topic, server="s1"), [endpoint])
+    server = servers(transport, nt.Target(topic=topic, server="s1"), [endpoint])
     client = rpc.get_rpc_client(transport, nt.Target(topic=topic))
     for i in range(20):
         assert client.cast({}, "echo", value=i) is None
-    assert wait_for(lambda: len(endpoint.values()) == 20)
-    time.sleep(0.2)
-    assert sorted(endpoint.values()) == list(range(20))
+    # the queue keeps order: a second copy of a cast would come before this last one, and
+    # stopping the server waits for the requests it is running
+    client.cast({}, "echo", value="last")
+    assert wait_for(lambda: "last" in endpoint.values())
+    server.stop()
+    server.wait()
+    assert sorted(v for v in endpoint.values() if v != "last") == list(range(20))
 
 
 def test_topic_calls_are_shared_and_server_calls_reach_one_server(transports, servers, unique):
@@ -166,15 +172,16 @@ def test_call_monitor_keeps_long_call_alive(transports, servers, unique):
     assert client.prepare(call_monitor_timeout=2).call({}, "sleep", seconds=3) == 3
 
 
-def test_call_issued_before_the_server_starts_is_served(transports, servers, unique):
+def test_call_issued_before_the_server_starts_is_served(transports, servers, unique, caplog):
     """A call whose request finds no queue yet retries until a server appears (within its timeout)."""
+    caplog.set_level(logging.DEBUG, "notify_transport.drivers.rabbit.rpc")
     transport = transports()
     topic = unique("early")
     client = rpc.get_rpc_client(transport, nt.Target(topic=topic), timeout=10)
     result: dict = {}
     caller = threading.Thread(target=lambda: result.update(r=client.call({}, "whoami")))
     caller.start()
-    time.sleep(0.5)
+    assert wait_for(lambda: any("no queue bound yet" in r.getMessage() for r in caplog.records))
     servers(transport, nt.Target(topic=topic, server="late"), [Recorder("late")])
     caller.join(10)
     assert result == {"r": "late"}
@@ -314,12 +321,13 @@ def test_server_handles_calls_concurrently(transports, servers, unique):
 def test_stop_finishes_requests_in_progress(transports, servers, unique):
     transport = transports()
     topic = unique("stop")
-    server = servers(transport, nt.Target(topic=topic, server="s1"), [Recorder()])
+    endpoint = Recorder()
+    server = servers(transport, nt.Target(topic=topic, server="s1"), [endpoint])
     client = rpc.get_rpc_client(transport, nt.Target(topic=topic), timeout=10)
     result: dict = {}
     caller = threading.Thread(target=lambda: result.update(r=client.call({}, "sleep", seconds=1)))
     caller.start()
-    time.sleep(0.3)
+    assert wait_for(lambda: [c[0] for c in endpoint.calls] == ["sleep"])  # in progress
     server.stop()
     server.wait()
     caller.join(5)

@@ -8,6 +8,7 @@ import threading
 import time
 
 import pytest
+from waits import wait_until
 from oslo_config import cfg
 
 from notify_transport import get_notification_transport
@@ -63,18 +64,16 @@ def run_service(endpoint: Slow, signals: list[int], stop_timeout: float = 10.0) 
 
     def send() -> None:
         from notify_transport import Notifier
-        for _ in range(600):  # until the service runs
-            if service.servers:
-                break
-            time.sleep(0.05)
+        wait_until(lambda: service.servers, timeout=30)  # until the service runs
         notifier = Notifier(transport, "compute.host1", driver="messagingv2", topics=["notifications"])
         for seq in range(3):
             notifier.info({}, "compute.instance.create.end", {"seq": seq})
         endpoint.started.wait(30)
         signalled.append(time.monotonic())
-        for signum in signals:
+        for count, signum in enumerate(signals, 1):
             os.kill(os.getpid(), signum)
-            time.sleep(0.3)
+            # handled before the next is sent (pending signals are handled by number, not in order)
+            wait_until(lambda count=count: len(service._signals) >= count, timeout=10)
 
     threading.Thread(target=send, daemon=True).start()
     previous = signal.getsignal(signal.SIGTERM)

@@ -9,6 +9,25 @@ def threads_named(prefix):
     return [t for t in threading.enumerate() if t.name.startswith(prefix)]
 
 
+class WatchedSlots(threading.Semaphore):
+    """The workers' in-flight slots, telling when a submitter waited for one in vain."""
+
+    def __init__(self, value):
+        super().__init__(value)
+        self.waited = threading.Event()
+
+    def acquire(self, blocking=True, timeout=None):
+        got = super().acquire(blocking, timeout)
+        if not got:
+            self.waited.set()
+        return got
+
+
+def watched(workers):
+    workers._slots = WatchedSlots(workers.max_in_flight)  # before anything is submitted
+    return workers._slots
+
+
 def test_worker_index_is_stable_by_key_and_by_partition_without_key():
     assert worker_index(b"pub-1", "t", 0, 1) == 0
     picks = {worker_index(f"pub-{i}".encode(), "t", 0, 4) for i in range(50)}
@@ -52,14 +71,15 @@ def test_order_is_kept_per_key_while_keys_run_in_parallel():
 
 def test_submit_blocks_at_max_in_flight():
     workers = OrderedWorkers(2, 2, name="t-bound")
+    slots = watched(workers)
     gate = threading.Event()
     for i in range(2):
         assert workers.submit(i, gate.wait)
-    assert workers.in_flight == 2
+    assert workers.in_flight == 2 and not slots.waited.is_set()
     third = threading.Thread(target=lambda: workers.submit(0, lambda: None))
     third.start()
-    third.join(0.3)
-    assert third.is_alive()  # waiting for a slot
+    assert slots.waited.wait(5)  # the third submitter waited for a slot
+    assert third.is_alive() and workers.in_flight == 2
     gate.set()
     third.join(5)
     assert not third.is_alive()
@@ -69,6 +89,7 @@ def test_submit_blocks_at_max_in_flight():
 
 def test_cancel_drops_queued_items_and_unblocks_submitters():
     workers = OrderedWorkers(1, 3, name="t-cancel")
+    slots = watched(workers)
     gate = threading.Event()
     ran = []
     workers.submit(0, gate.wait)
@@ -77,7 +98,7 @@ def test_cancel_drops_queued_items_and_unblocks_submitters():
     results = []
     blocked = threading.Thread(target=lambda: results.append(workers.submit(0, lambda: ran.append(3))))
     blocked.start()
-    time.sleep(0.2)
+    assert slots.waited.wait(5)  # the fourth submitter is blocked, waiting for a slot
     workers.cancel()
     blocked.join(5)
     assert results == [False]

@@ -1,8 +1,8 @@
 """The notification API on the fake driver: pools, filters, priorities, batches."""
 import threading
-import time
 
 import pytest
+from waits import wait_until
 from oslo_config import cfg
 
 import notify_transport as nt
@@ -26,12 +26,15 @@ class Recorder:
 
 
 def wait_for(pred, timeout=5.0):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if pred():
-            return True
-        time.sleep(0.01)
-    return pred()
+    return wait_until(pred, timeout)
+
+
+def settle(servers):
+    """Stop the servers: what they took is dispatched, so what the endpoints got is final."""
+    for server in servers:
+        server.stop()
+        server.wait()
+    servers.clear()
 
 
 @pytest.fixture
@@ -78,9 +81,10 @@ def test_endpoint_receives_only_its_priorities(transport, servers):
     n = nt.Notifier(transport, "pub", driver="messagingv2")
     n.info({}, "a", {})
     n.error({}, "b", {})
-    assert wait_for(lambda: len(rec.got) == 1)
-    time.sleep(0.1)
-    assert [g[3] for g in rec.got] == ["b"]
+    n.error({}, "last", {})  # once it is in, so is anything sent before it
+    assert wait_for(lambda: any(g[3] == "last" for g in rec.got))
+    settle(servers)
+    assert [g[3] for g in rec.got] == ["b", "last"]
 
 
 def test_every_pool_gets_every_message_and_a_pool_splits(transport, servers):
@@ -91,8 +95,12 @@ def test_every_pool_gets_every_message_and_a_pool_splits(transport, servers):
     n = nt.Notifier(transport, "pub", driver="messagingv2")
     for i in range(50):
         n.info({}, "e", {"i": i})
-    assert wait_for(lambda: len(a1.got) + len(a2.got) == 50 and len(b.got) == 50)
-    time.sleep(0.1)
+    n.info({}, "last", {"i": None})  # once a pool has it, it took everything sent before it
+    assert wait_for(lambda: any(g[3] == "last" for g in a1.got + a2.got)
+                    and any(g[3] == "last" for g in b.got))
+    settle(servers)
+    for rec in (a1, a2, b):
+        rec.got = [g for g in rec.got if g[3] != "last"]
     ids_a = [g[4]["i"] for g in a1.got + a2.got]
     assert sorted(ids_a) == list(range(50))  # no duplicates, none lost
     assert [g[4]["i"] for g in b.got] == list(range(50))
@@ -125,9 +133,11 @@ def test_filters(transport, servers):
     n.info({"project": "p1"}, "instance.create.end", {"state": 5})
     n.prepare(publisher_id="network.h").info({"project": "p1"}, "instance.create.end", {"state": "active"})
     n.info({"project": "p1"}, "instance.create.end", {"state": "active", "n": 2})
-    assert wait_for(lambda: len(rec.got) == 2)
-    time.sleep(0.1)
-    assert [g[4] for g in rec.got] == [{"state": "active"}, {"state": "active", "n": 2}]
+    n.info({"project": "p1"}, "instance.create.end", {"state": "active", "n": 3})  # the last
+    assert wait_for(lambda: len(rec.got) >= 3)
+    settle(servers)
+    assert [g[4] for g in rec.got] == [{"state": "active"}, {"state": "active", "n": 2},
+                                       {"state": "active", "n": 3}]
 
 
 def test_several_topics_per_listener(transport, servers):

@@ -43,8 +43,8 @@ def test_transport_options_and_defaults(conf):
 
 
 def test_executor_load_failure(conf):
-    transport = nt.get_notification_transport(conf, "fake:///")
-    with pytest.raises(nt.ExecutorLoadFailure) as err:
+    with nt.get_notification_transport(conf, "fake:///") as transport, \
+            pytest.raises(nt.ExecutorLoadFailure) as err:
         nt.get_notification_listener(transport, [nt.Target(topic="t")], [object()], executor="eventlet")
     assert err.value.executor == "eventlet" and isinstance(err.value, nt.MessagingServerError)
     assert isinstance(err.value, nt.ConfigurationError)  # what earlier releases raised
@@ -130,6 +130,7 @@ def test_logging_handler_does_not_recurse_on_a_failing_send(conf, caplog):
         logging.getLogger("svc").error("first")
     finally:
         root.removeHandler(handler)
+        handler.close()
     assert len(calls) == 1  # the records logged while sending were not sent again
 
 

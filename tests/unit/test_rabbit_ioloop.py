@@ -9,6 +9,7 @@ from __future__ import annotations
 import ast
 import contextlib
 import inspect
+import os
 import pathlib
 import socket
 import threading
@@ -268,10 +269,21 @@ def test_a_failing_callback_or_timer_is_logged_and_the_loop_goes_on(running_loop
 
 def test_a_closed_loop_drops_callbacks_and_never_writes_to_its_old_descriptors():
     loop = LendingIOLoop()
+    old_wake = loop._wake_w
     loop.close()
-    loop.add_callback(lambda: None)  # e.g. pika's transport reporting a loss late
-    loop.stop()
-    loop.close()  # twice is harmless
+    # the process reuses the freed number for a pipe of its own: nothing may reach it
+    reader, writer = os.pipe()
+    os.set_blocking(reader, False)
+    os.dup2(writer, old_wake)
+    try:
+        loop.add_callback(lambda: None)  # e.g. pika's transport reporting a loss late
+        loop.stop()
+        loop.close()  # twice is harmless
+        with pytest.raises(BlockingIOError):
+            os.read(reader, 1)
+    finally:
+        for fd in {reader, writer, old_wake}:
+            os.close(fd)
 
 
 def test_stop_from_another_thread_ends_the_loop():

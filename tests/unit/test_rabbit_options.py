@@ -1,5 +1,7 @@
 """[oslo_messaging_rabbit] options: identical to oslo.messaging 18.3.1's where names overlap,
 so both libraries register them in one ConfigOpts; URL query overrides."""
+import socket
+
 import pytest
 from oslo_config import cfg
 
@@ -71,11 +73,19 @@ def test_both_transports_in_one_configopts(ours_first):
     import oslo_messaging
     conf = cfg.ConfigOpts()
     conf([])
-    url = "rabbit://guest:guest@127.0.0.1:5672/"
-    makers = [lambda: get_rpc_transport(conf, url), lambda: oslo_messaging.get_rpc_transport(conf, url)]
-    made = [make() for make in (makers if ours_first else reversed(makers))]
-    for transport in made:
-        transport.cleanup()
+    # a listening socket of the test's own as "the broker": the kernel queues any connection
+    # attempt, even one given up, until it is accepted
+    with socket.socket() as broker:
+        broker.bind(("127.0.0.1", 0))
+        broker.listen(8)
+        broker.setblocking(False)
+        url = f"rabbit://guest:guest@127.0.0.1:{broker.getsockname()[1]}/"
+        makers = [lambda: get_rpc_transport(conf, url), lambda: oslo_messaging.get_rpc_transport(conf, url)]
+        made = [make() for make in (makers if ours_first else reversed(makers))]
+        for transport in made:
+            transport.cleanup()
+        with pytest.raises(BlockingIOError):
+            broker.accept()[0].close()  # a connection was attempted
 
 
 def test_url_query_overrides_options():

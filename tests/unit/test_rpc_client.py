@@ -22,12 +22,17 @@ class RecordingDriver:
                               timeout=timeout, retry=retry, options=transport_options, **kwargs))
         return self.reply if wait_for_reply else None
 
+    def cleanup(self):
+        pass
+
 
 @pytest.fixture
 def transport():
     conf = cfg.ConfigOpts()
     conf([])
-    return RPCTransport(RecordingDriver(conf))
+    transport = RPCTransport(RecordingDriver(conf))
+    yield transport
+    transport.cleanup()
 
 
 def test_call_message_and_default_timeout(transport):

@@ -1,10 +1,10 @@
 """The RPC server's life cycle and error handling, with an in-memory listener (no broker)."""
 import collections
 import threading
-import time
 
 import pytest
 from oslo_config import cfg
+from waits import wait_until
 
 import notify_transport as nt
 from notify_transport import rpc
@@ -67,10 +67,15 @@ class Driver:
             raise self.fail
         return self.listener
 
+    def cleanup(self):
+        pass
+
 
 class Endpoint:
     def __init__(self):
         self.release = threading.Event()
+        self.blocked = 0
+        self._lock = threading.Lock()
 
     def ok(self, ctxt, x):
         return x * 2
@@ -79,6 +84,8 @@ class Endpoint:
         raise RuntimeError("boom")
 
     def block(self, ctxt):
+        with self._lock:
+            self.blocked += 1
         self.release.wait(5)
         return "released"
 
@@ -94,13 +101,7 @@ def setup():
     endpoint.release.set()
     server.stop()
     server.wait(timeout=5)
-
-
-def wait_until(pred, timeout=5):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline and not pred():
-        time.sleep(0.01)
-    return pred()
+    transport.cleanup()
 
 
 def test_replies_results_and_failures(setup):
@@ -138,8 +139,11 @@ def test_pool_size_is_bounded(setup):
     server.start(override_pool_size=2)
     for _ in range(5):
         listener.put(Request("block"))
-    time.sleep(0.3)
+    # a worker adds the next one before it handles its request: once two are
+    # handling theirs, a third would already exist if the pool were not bounded
+    assert wait_until(lambda: endpoint.blocked >= 2)
     assert len(server._workers) == 2
+    assert len(listener.queue) == 3 and endpoint.blocked == 2
 
 
 def test_start_twice_and_restart_after_stop(setup):
@@ -166,6 +170,8 @@ def test_bad_arguments():
     server = rpc.get_rpc_server(failing, nt.Target(topic="t", server="s"), [Endpoint()])
     with pytest.raises(ServerListenError, match="no broker"):
         server.start()
+    transport.cleanup()
+    failing.cleanup()
 
 
 # -- the lifecycle shared with notification listeners (notify_transport.server) ----------------

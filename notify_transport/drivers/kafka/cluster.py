@@ -142,7 +142,25 @@ class ClusterAdmin:
             return self._client
 
     def _on_error(self, err: KafkaError) -> None:
+        # "all brokers are down" follows the error that took the last one down: keep the cause
+        if err.code() == KafkaError._ALL_BROKERS_DOWN and self.last_error is not None:
+            return
         self.last_error = err
+
+    def _last_error_text(self) -> str:
+        """The client's last error with its stable code name (``_SSL``, ``_TRANSPORT``, ...).
+
+        librdkafka's wording of one failure varies with timing; its code does not.
+        A TLS client failing at the transport level is told which option to check.
+        """
+        last = self.last_error
+        if last is None:
+            return ""
+        hint = ""
+        protocol = str(self._config.get("security.protocol", "")).upper()
+        if protocol.endswith("SSL") and last.code() in (KafkaError._SSL, KafkaError._TRANSPORT):
+            hint = f" (security_protocol is {protocol}: does the listener speak TLS?)"
+        return f"; last error: {last.name()}: {last.str()}{hint}"
 
     def existing_topics(self) -> set[str]:
         """Names of the topics the cluster has now (no auto-creation side effect)."""
@@ -153,11 +171,9 @@ class ClusterAdmin:
                 self.client().poll(0)  # serves the error callbacks that tell why
             except (KafkaException, RuntimeError):
                 pass
-            last = self.last_error
-            cause = f"; last error: {last.str()}" if last is not None else ""
             raise MessagingException(
                 f"Cannot reach the Kafka cluster at {self._config.get('bootstrap.servers')} "
-                f"within {self.timeout}s: {exc.args[0].str()}{cause}") from None
+                f"within {self.timeout}s: {exc.args[0].str()}{self._last_error_text()}") from None
         return {name for name, topic in metadata.topics.items()
                 if topic.error is None and topic.partitions}
 

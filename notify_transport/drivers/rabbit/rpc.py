@@ -19,7 +19,6 @@ duplicates of a request published again after a lost confirm.
 """
 from __future__ import annotations
 
-import collections
 import logging
 import threading
 import time

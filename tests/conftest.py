@@ -1,0 +1,56 @@
+"""Fixtures for every test: nothing a test starts may outlive it.
+
+A thread or transport left running after its test keeps logging into the
+next tests (or into a closed capture stream: "Logging error ... I/O operation
+on closed file") and makes failures depend on test order. The autouse fixture
+below fails the test that leaves a non-daemon thread or an open transport
+behind. ``waits.py`` in this folder is the one home for waiting on a condition.
+"""
+from __future__ import annotations
+
+import threading
+import time
+from typing import Iterator
+
+import pytest
+
+from notify_transport.transport import open_transport_drivers
+
+#: How long a thread that is finishing (its stop already asked for) may take to end.
+THREAD_GRACE = 5.0
+
+
+def _join_new_threads(before: set[threading.Thread], timeout: float) -> list[threading.Thread]:
+    """Wait (bounded) for the non-daemon threads started since ``before`` to end; those still alive."""
+    deadline = time.monotonic() + timeout
+    left = []
+    for thread in threading.enumerate():
+        if thread in before or thread.daemon or thread is threading.current_thread():
+            continue
+        thread.join(max(0.0, deadline - time.monotonic()))
+        if thread.is_alive():
+            left.append(thread)
+    return left
+
+
+@pytest.fixture(autouse=True)
+def nothing_outlives_the_test() -> Iterator[None]:
+    """Fail the test that leaves an open transport or a non-daemon thread behind."""
+    threads_before = set(threading.enumerate())
+    drivers_before = set(open_transport_drivers())
+    yield
+    leaked = [d for d in open_transport_drivers() if d not in drivers_before]
+    for driver in leaked:  # so that the leak does not spill into the next tests
+        try:
+            driver.cleanup()
+        except Exception:  # noqa: BLE001 - reported below as a leak anyway
+            pass
+    threads = _join_new_threads(threads_before, THREAD_GRACE)
+    problems = []
+    if leaked:
+        problems.append(f"transports not cleaned up (their drivers): {leaked}")
+    if threads:
+        problems.append(f"non-daemon threads still running {THREAD_GRACE:g}s after the test: "
+                        f"{[t.name for t in threads]}")
+    if problems:
+        pytest.fail("the test left things running: " + "; ".join(problems), pytrace=False)

@@ -1,0 +1,32 @@
+"""Waiting on a condition in functional tests: one helper for every broker's tests."""
+from __future__ import annotations
+
+import time
+from typing import Any, Callable
+
+
+def wait_until(predicate: Callable[[], Any], timeout: float = 15.0, interval: float = 0.02) -> bool:
+    """Poll ``predicate`` until it is true or ``timeout`` seconds pass; its last answer as a bool."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return True
+        time.sleep(interval)
+    return bool(predicate())
+
+
+def time_between_batches(resolution: float = 0.001) -> float:
+    """A wall-clock time after everything stamped so far and before anything stamped next.
+
+    Kafka timestamps have millisecond resolution: the clock is waited past the returned time
+    by more than that (a condition on the clock, not a sleep of a guessed length).
+    """
+    middle = time.time() + 2 * resolution
+    wait_for_clock(middle + 2 * resolution, interval=resolution)
+    return middle
+
+
+def wait_for_clock(moment: float, interval: float = 0.001) -> None:
+    """Wait until the wall clock (``time.time()``) is past ``moment``: for tests of relative times."""
+    wait_until(lambda: time.time() > moment, timeout=max(0.0, moment - time.time()) + 5.0,
+               interval=interval)
