@@ -228,9 +228,11 @@ def test_poll_failures_are_retried_with_the_backoff_policy(caplog):
     conf([])
     driver = Driver(conf)
     driver.listener = FlakyListener(failures=2)
-    server = rpc.get_rpc_server(RPCTransport(driver), nt.Target(topic="t", server="s"), [Endpoint()])
+    transport = RPCTransport(driver)
+    server = rpc.get_rpc_server(transport, nt.Target(topic="t", server="s"), [Endpoint()])
     request = Request("ok", x=4)
     with server:
         driver.listener.put(request)
         assert wait_until(lambda: request.replies == [(8, None)])
+    transport.cleanup()
     assert sum("polling failed" in r.getMessage() for r in caplog.records) == 2
