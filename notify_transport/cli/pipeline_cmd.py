@@ -15,6 +15,7 @@ import argparse
 import json
 import logging
 import sys
+import time
 
 from notify_transport.cli import common, global_options
 from notify_transport.cli.ops import args as cli_args
@@ -107,10 +108,12 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
     stats = run_parser.add_argument_group("statistics and deduplication")
     stats.add_argument("--window", default="1 minute", help="statistics window (default: '1 minute')")
     stats.add_argument("--lateness", default="10 minutes",
-                       help="watermark: how late a notification may arrive and still be counted "
-                            "(default: '10 minutes')")
+                       help="a notification whose timestamp is more than this behind the newest "
+                            "notification before it in its own Kafka partition is late: archived, "
+                            "counted apart, left out of the windows' counts (default: '10 minutes')")
     stats.add_argument("--dedup-horizon", default="24 hours",
-                       help="how long the archive remembers a message_id to drop its duplicates "
+                       help="how long (processing time) the pipeline remembers a message_id to drop "
+                            "its duplicates; the copy kept is the first by broker time "
                             "(default: '24 hours')")
     spark = run_parser.add_argument_group("spark")
     spark.add_argument("--master", default=None,
@@ -169,12 +172,11 @@ def _report(args: argparse.Namespace) -> int:
 
 
 def _run(args: argparse.Namespace) -> int:
-    from pyspark.errors import StreamingQueryException
-
-    from notify_transport.pipeline import jobs
+    # Spark is imported only once there is something to read: a run with nothing new starts no JVM.
+    started = time.monotonic()
+    from notify_transport.pipeline import caught_up, run_config
     from notify_transport.pipeline.kafka_settings import KafkaSettings
-    from notify_transport.pipeline.reading import Subscription
-    from notify_transport.pipeline.session import build_session
+    from notify_transport.pipeline.topics import Subscription
 
     conf = common.load_conf(args)
     url = common.configured_url(args, conf)
@@ -189,17 +191,31 @@ def _run(args: argparse.Namespace) -> int:
                                 kafka_topics=_csv(args.kafka_topics))
     if args.max_records_per_trigger is not None and args.max_records_per_trigger <= 0:
         raise ConfigurationError("--max-records-per-trigger must be positive")
-    output = jobs.default_output(args.output)
-    config = jobs.PipelineConfig(
-        output=output, checkpoint=jobs.default_output(args.checkpoint) if args.checkpoint else None,
+    output = run_config.default_output(args.output)
+    config = run_config.PipelineConfig(
+        output=output, checkpoint=run_config.default_output(args.checkpoint) if args.checkpoint else None,
         jobs=_csv(args.jobs), window=args.window, lateness=args.lateness,
         dedup_horizon=args.dedup_horizon, trigger_interval=args.trigger_interval,
         source_format=args.source, starting_offsets=args.starting_offsets,
         max_per_trigger=args.max_records_per_trigger,
         fail_on_data_loss=not args.no_fail_on_data_loss)
+    if args.once and caught_up.nothing_new(config.checkpoint_root, settings.librdkafka_config(), subscription):
+        _show_progress(run_config.PROGRESS_LOG)
+        run_config.PROGRESS_LOG.info("Nothing new since the last run: Spark not started")
+        print(json.dumps({"output": output, **run_config.RunSummary.empty(time.monotonic() - started).as_dict()}, indent=2))
+        return _maybe_report(args, output)
+    return _run_spark(args, settings, subscription, config)
+
+
+def _run_spark(args: argparse.Namespace, settings, subscription, config) -> int:
+    from pyspark.errors import StreamingQueryException
+
+    from notify_transport.pipeline import jobs
+    from notify_transport.pipeline.session import build_session
+
+    output = config.output
     log_level = "INFO" if LOG.isEnabledFor(logging.DEBUG) else "ERROR"
-    if not jobs.PROGRESS_LOG.isEnabledFor(logging.INFO):  # progress lines show without -v
-        jobs.PROGRESS_LOG.setLevel(logging.INFO)
+    _show_progress(jobs.PROGRESS_LOG)
     spark = build_session(args.master, shuffle_partitions=args.shuffle_partitions,
                           extra_conf=_spark_conf(args.spark_conf), log_level=log_level)
     LOG.info("Pipeline on %s: %s -> %s", spark.sparkContext.master, settings.describe(), output)
@@ -210,6 +226,15 @@ def _run(args: argparse.Namespace) -> int:
         print(f"pipeline: a streaming query failed: {exc}", file=sys.stderr)
         return 1
     print(json.dumps({"output": output, **summary.as_dict()}, indent=2))
+    return _maybe_report(args, output)
+
+
+def _show_progress(progress: logging.Logger) -> None:
+    if not progress.isEnabledFor(logging.INFO):  # progress lines show without -v
+        progress.setLevel(logging.INFO)
+
+
+def _maybe_report(args: argparse.Namespace, output: str) -> int:
     if args.report and "://" not in output:
         from notify_transport.pipeline.report import build_report
 
