@@ -76,8 +76,9 @@ class SeenIds:
         files = self._before(spark, batch_id)
         if not files:
             return decoded_df.withColumn(SEEN_TS, F.lit(None).cast("timestamp"))
+        # each id is in the state once: a batch records only the ids no earlier batch kept
         seen = (spark.read.parquet(*files).filter(F.col("seen_at") >= F.lit(now - self.horizon))
-                .groupBy("message_id").agg(F.min("kafka_timestamp").alias(SEEN_TS)))
+                .select("message_id", F.col("kafka_timestamp").alias(SEEN_TS)))
         return decoded_df.join(seen, "message_id", "left").select(*decoded_df.columns, SEEN_TS)
 
     def save(self, kept_df, batch_id: int, empty: bool, now: float | None = None) -> None:
