@@ -99,7 +99,8 @@ def _commits(checkpoint: Path) -> int:
 def _run_killed(command: list[str], checkpoint: Path, more_commits: int, timeout: float = 240.0) -> None:
     """Run ``command`` until the query committed ``more_commits`` more batches, then SIGKILL it."""
     before = _commits(checkpoint)
-    process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    env = {**os.environ, "XDG_CACHE_HOME": str(checkpoint.parent / "cache")}  # the JVM's class cache
+    process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env,
                                start_new_session=True)
     try:
         deadline = time.monotonic() + timeout
