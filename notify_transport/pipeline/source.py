@@ -136,7 +136,7 @@ def _take_reader(config: Mapping[str, str]) -> tuple[tuple, RangeReader]:
     if not _IDLE_READERS:
         atexit.register(_close_idle_readers)
     _IDLE_READERS.setdefault(key, [])
-    return key, RangeReader({"group.id": "notify-transport-pipeline", **config}, name=f"{FORMAT_NAME} reader")
+    return key, RangeReader(dict(config), name=f"{FORMAT_NAME} reader")
 
 
 def _give_back(key: tuple, reader: RangeReader) -> None:

@@ -426,7 +426,9 @@ class RangeReader:
 
     def __init__(self, config: dict[str, Any], name: str = "range reader") -> None:
         self.name = name
-        config = {**config, "logger": RDKAFKA_LOG, "enable.partition.eof": True,
+        # the client requires a group.id; assigning partitions never joins the group
+        config = {"group.id": f"notify-transport-reader-{uuid.uuid4().hex[:8]}", **config,
+                  "logger": RDKAFKA_LOG, "enable.partition.eof": True,
                   "enable.auto.commit": False, "enable.auto.offset.store": False,
                   "auto.offset.reset": "error"}  # a planned offset that is gone is reported, not jumped over
         try:
