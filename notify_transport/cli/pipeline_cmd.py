@@ -80,7 +80,8 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
                      help="where a new query starts: earliest, latest or JSON "
                           '{"topic": {"0": offset}} (default: earliest)')
     src.add_argument("--max-records-per-trigger", type=int, metavar="N",
-                     help="cap each micro-batch at N records, split across partitions by lag")
+                     help="cap each micro-batch at N records: the oldest by broker time across the "
+                          "partitions")
     src.add_argument("--source", default="auto", choices=("auto", "notify_kafka", "kafka"),
                      help="Kafka reader: Spark's kafka format when on the classpath, else the "
                           "notify_kafka Python data source (default: auto)")
@@ -98,7 +99,8 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
     when = run_parser.add_argument_group("when")
     mode = when.add_mutually_exclusive_group()
     mode.add_argument("--once", action="store_true",
-                      help="process everything available now, then stop (Trigger.AvailableNow)")
+                      help="process everything available now, then stop (Trigger.AvailableNow); "
+                           "when nothing is new since the last run, exit without starting Spark")
     mode.add_argument("--continuous", action="store_true",
                       help="run until interrupted (the default)")
     when.add_argument("--trigger-interval", default="10 seconds",

@@ -154,3 +154,27 @@ def test_kept_copies_and_outputs_are_identical_in_every_run_shape(spark, kafka_b
         assert _partials(output).equals(_partials(uncapped))
         assert load_stats(output / "stats").equals(load_stats(uncapped / "stats"))
     producer.delete_topics([plan.info, plan.error])
+
+
+def test_a_copy_read_after_its_archived_copy_is_a_duplicate_even_with_an_earlier_broker_time(
+        spark, kafka_bootstrap, producer, tmp_path):
+    base = producer.unique_base("earlier")
+    topic = f"{base}.info"
+    producer.create_topics({topic: 2})
+    start_ms = int(time.time() * 1000) - 60_000
+    message = producer.notification("event.copied", "host1", "INFO")
+    producer.send(topic, message, 2.0, 1, broker_millis=start_ms + 100)
+    producer.flush()
+    settings = KafkaSettings.from_url(f"kafka://{kafka_bootstrap}")
+    config = jobs.PipelineConfig(output=str(tmp_path), source_format="notify_kafka")
+    first = jobs.run(spark, settings, Subscription(base_topics=(base,)), config, once=True)
+    # a copy created before the archived one (a producer's clock), appended after the first run
+    producer.send(topic, message, 2.0, 0, broker_millis=start_ms + 50)
+    producer.flush()
+    second = jobs.run(spark, settings, Subscription(base_topics=(base,)), config, once=True)
+    assert (first.notifications, second.notifications, second.duplicates) == (1, 0, 1)
+    assert second.earlier_duplicates == 1
+    kept = ds.dataset(str(tmp_path / "archive"), format="parquet", partitioning="hive").to_table(
+        columns=["message_id", "partition"]).to_pylist()
+    assert kept == [{"message_id": message["message_id"], "partition": 1}]
+    producer.delete_topics([topic])
