@@ -15,7 +15,12 @@ One run, one broker, one topic of N oslo ``messagingv2`` notifications
   each from an empty checkpoint; the source decodes where it reads;
 - ``run with nothing new`` and ``run with N new`` (``--incremental``, default
   5000): two more runs on the checkpoint of ``pipeline (both jobs)``, the
-  fixed cost of a scheduled run and an incremental one.
+  fixed cost of a scheduled run and an incremental one, in the same process;
+- ``cli ...`` (phase ``cli``): what a user waits for, the wall time of the
+  ``notify-transport pipeline run --once`` command (Python and JVM start
+  included) on ``--cli-topics`` topics of ``--cli-partitions`` partitions:
+  the first run over ``--cli-messages`` notifications, a run with nothing
+  new, and a run with ``--incremental`` new notifications.
 
 Spark phases run after a warm-up on a small topic (JVM and Python worker
 start-up, reported as ``cold start``). Prints a table with each rate and its
@@ -35,6 +40,7 @@ import logging
 import os
 import platform
 import shutil
+import subprocess
 import sys
 import tempfile
 import time
@@ -161,7 +167,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--max-seconds", type=float, default=420.0, help="bound of the whole run")
     parser.add_argument("--json", type=Path, default=DEFAULT_JSON)
     parser.add_argument("--phases",
-                        default="raw,raw_decode,source,source_decode,archive,stats,pipeline,incremental")
+                        default="cli,raw,raw_decode,source,source_decode,archive,stats,pipeline,incremental")
+    parser.add_argument("--cli-topics", type=int, default=14, help="topics of the cli phase")
+    parser.add_argument("--cli-partitions", type=int, default=3, help="partitions per topic of the cli phase")
+    parser.add_argument("--cli-messages", type=int, default=35000, help="backlog of the cli phase's first run")
     parser.add_argument("--incremental", type=int, default=5000,
                         help="new records for the incremental run (after the pipeline phase)")
     args = parser.parse_args(argv)
@@ -203,6 +212,8 @@ def main(argv: list[str] | None = None) -> int:
                     LOG.info("%-26s %8d rows %8.2f s %10.0f /s%s", name, rows, seconds, rate,
                              "" if complete else "  (INCOMPLETE)")
 
+                if "cli" in phases:
+                    _cli_phases(args, bootstrap, run_id, work, budget, results)
                 if "raw" in phases:
                     record("raw consume", *raw_consume(bootstrap, topic, args.partitions, args.messages,
                                                        min(120, budget.left())))
@@ -313,6 +324,72 @@ def _incremental_phases(args, bootstrap: str, base: str, budget: Budget, results
              "" if complete else "  (INCOMPLETE)")
 
 
+def _cli_phases(args, bootstrap: str, run_id: str, work: Path, budget: Budget, results: dict) -> None:
+    """Wall time of ``notify-transport pipeline run --once``: first run, nothing new, incremental run."""
+    topics = [f"benchcli-{run_id}-{k:02d}.info" for k in range(args.cli_topics)]
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    try:
+        spread(bootstrap, topics, args.cli_partitions, args.cli_messages, create=True)
+        command = _cli_command() + ["pipeline", "run", "--once", "--transport-url", f"kafka://{bootstrap}",
+                                    "--kafka-topics", ",".join(topics), "--output", str(work / "cli")]
+        shape = f"{args.cli_topics}x{args.cli_partitions}"
+        for name, new in ((f"cli first run, {shape}", args.cli_messages), (f"cli nothing new, {shape}", 0),
+                          (f"cli {args.incremental} new, {shape}", args.incremental)):
+            if budget.left() < 60:
+                return
+            if name.startswith(f"cli {args.incremental} new"):
+                spread(bootstrap, topics, args.cli_partitions, args.incremental)
+            started = time.perf_counter()
+            done = subprocess.run(command, capture_output=True, text=True, timeout=max(60.0, budget.left() - 30))
+            seconds = time.perf_counter() - started
+            summary = _last_json(done.stdout) if done.returncode == 0 else {}
+            rows = int(summary.get("notifications", -1))
+            results["phases"][name] = {"rows": rows, "seconds": round(seconds, 3), "rate": round(
+                rows / seconds, 1) if rows > 0 else 0.0, "complete": rows == new, "wall": True}
+            LOG.info("%-26s %8d rows %8.2f s wall%s", name, rows, seconds,
+                     "" if rows == new else f"  (INCOMPLETE: {done.stderr[-500:]})")
+    finally:
+        with contextlib.suppress(Exception):
+            for future in admin.delete_topics(topics).values():
+                future.result(30)
+
+
+def spread(bootstrap: str, topics: list[str], partitions: int, count: int, create: bool = False) -> None:
+    """``count`` notifications round-robin over every partition of ``topics`` (created first if asked)."""
+    if create:
+        admin = AdminClient({"bootstrap.servers": bootstrap})
+        for future in admin.create_topics([NewTopic(t, num_partitions=partitions, replication_factor=1)
+                                           for t in topics]).values():
+            future.result(30)
+    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 20, "batch.size": 1 << 20,
+                         "queue.buffering.max.messages": 200000})
+    for i in range(count):
+        slot = i % (len(topics) * partitions)
+        while True:
+            try:
+                producer.produce(topics[slot // partitions], notification(i), partition=slot % partitions)
+                break
+            except BufferError:
+                producer.poll(0.05)
+        producer.poll(0)
+    if producer.flush(60):
+        raise RuntimeError("produce failed")
+
+
+def _cli_command() -> list[str]:
+    """The installed ``notify-transport`` script when it is beside this interpreter, else ``-m``."""
+    script = Path(sys.executable).parent / "notify-transport"
+    return [str(script)] if script.exists() else [sys.executable, "-m", "notify_transport.cli.main"]
+
+
+def _last_json(text: str) -> dict:
+    start = text.find("{")
+    try:
+        return json.loads(text[start:text.rfind("}") + 1]) if start >= 0 else {}
+    except ValueError:
+        return {}
+
+
 def _print_table(results: dict) -> None:
     phases = results["phases"]
     raw = phases.get("raw consume", {}).get("rate")
@@ -334,7 +411,7 @@ def _print_table(results: dict) -> None:
         marginal = phase.get("marginal_rate")
         marginal_text = f"{marginal:.0f}" if marginal else "-"
         marginal_ratio = f"{marginal / raw:.1%}" if marginal and raw else "-"
-        flag = "" if phase["complete"] else "  INCOMPLETE"
+        flag = ("" if phase["complete"] else "  INCOMPLETE") + ("  (wall, whole command)" if phase.get("wall") else "")
         print(f"{name:<24} {phase['rows']:>7} {phase['seconds']:>8.2f} {phase['rate']:>9.0f} {ratio:>7} "
               f"{fixed:>8} {marginal_text:>11} {marginal_ratio:>7}{flag}")
 

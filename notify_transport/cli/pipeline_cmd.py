@@ -15,6 +15,7 @@ import argparse
 import json
 import logging
 import sys
+import time
 from typing import Any
 
 from notify_transport.cli import common
@@ -72,7 +73,8 @@ def add_run_parser(sub: Any) -> argparse.ArgumentParser:
                      help="where a new query starts: earliest, latest or JSON "
                           '{"topic": {"0": offset}} (default: earliest)')
     src.add_argument("--max-records-per-trigger", type=int, metavar="N",
-                     help="cap each micro-batch at N records, split across partitions by lag")
+                     help="cap each micro-batch at N records: the oldest by broker time across the "
+                          "partitions")
     src.add_argument("--source", default="auto", choices=("auto", "notify_kafka", "kafka"),
                      help="Kafka reader: Spark's kafka format when on the classpath, else the "
                           "notify_kafka Python data source (default: auto)")
@@ -90,7 +92,8 @@ def add_run_parser(sub: Any) -> argparse.ArgumentParser:
     when = run_parser.add_argument_group("when")
     mode = when.add_mutually_exclusive_group()
     mode.add_argument("--once", action="store_true",
-                      help="process everything available now, then stop (Trigger.AvailableNow)")
+                      help="process everything available now, then stop (Trigger.AvailableNow); "
+                           "when nothing is new since the last run, exit without starting Spark")
     mode.add_argument("--continuous", action="store_true",
                       help="run until interrupted (the default)")
     when.add_argument("--trigger-interval", default="10 seconds",
@@ -100,10 +103,12 @@ def add_run_parser(sub: Any) -> argparse.ArgumentParser:
     stats = run_parser.add_argument_group("statistics and deduplication")
     stats.add_argument("--window", default="1 minute", help="statistics window (default: '1 minute')")
     stats.add_argument("--lateness", default="10 minutes",
-                       help="watermark: how late a notification may arrive and still be counted "
-                            "(default: '10 minutes')")
+                       help="a notification whose timestamp is more than this behind the newest "
+                            "notification before it in its own Kafka partition is late: archived, "
+                            "counted apart, left out of the windows' counts (default: '10 minutes')")
     stats.add_argument("--dedup-horizon", default="24 hours",
-                       help="how long the archive remembers a message_id to drop its duplicates "
+                       help="how long (processing time) the pipeline remembers a message_id to drop "
+                            "its duplicates; the copy kept is the first by broker time "
                             "(default: '24 hours')")
     spark = run_parser.add_argument_group("spark")
     spark.add_argument("--master", default=None,
@@ -163,12 +168,11 @@ def _report(args: argparse.Namespace) -> int:
 
 
 def _run(args: argparse.Namespace) -> int:
-    from pyspark.errors import StreamingQueryException
-
-    from notify_transport.pipeline import jobs
+    # Spark is imported only once there is something to read: a run with nothing new starts no JVM.
+    started = time.monotonic()
+    from notify_transport.pipeline import caught_up, run_config
     from notify_transport.pipeline.kafka_settings import KafkaSettings
-    from notify_transport.pipeline.reading import Subscription
-    from notify_transport.pipeline.session import build_session
+    from notify_transport.pipeline.topics import Subscription
 
     conf = common.load_conf(args)
     url = common.configured_url(args, conf)
@@ -183,17 +187,32 @@ def _run(args: argparse.Namespace) -> int:
                                 kafka_topics=_csv(args.kafka_topics))
     if args.max_records_per_trigger is not None and args.max_records_per_trigger <= 0:
         raise ConfigurationError("--max-records-per-trigger must be positive")
-    output = jobs.default_output(args.output)
-    config = jobs.PipelineConfig(
-        output=output, checkpoint=jobs.default_output(args.checkpoint) if args.checkpoint else None,
+    output = run_config.default_output(args.output)
+    config = run_config.PipelineConfig(
+        output=output, checkpoint=run_config.default_output(args.checkpoint) if args.checkpoint else None,
         jobs=_csv(args.jobs), window=args.window, lateness=args.lateness,
         dedup_horizon=args.dedup_horizon, trigger_interval=args.trigger_interval,
         source_format=args.source, starting_offsets=args.starting_offsets,
         max_per_trigger=args.max_records_per_trigger,
         fail_on_data_loss=not args.no_fail_on_data_loss)
+    if args.once and caught_up.nothing_new(config.checkpoint_root, settings.librdkafka_config(), subscription):
+        _show_progress(run_config.PROGRESS_LOG)
+        run_config.PROGRESS_LOG.info("Nothing new since the last run: Spark not started")
+        summary = run_config.RunSummary.empty(time.monotonic() - started)
+        print(json.dumps({"output": output, **summary.as_dict()}, indent=2))
+        return _maybe_report(args, output)
+    return _run_spark(args, settings, subscription, config)
+
+
+def _run_spark(args: argparse.Namespace, settings, subscription, config) -> int:
+    from pyspark.errors import StreamingQueryException
+
+    from notify_transport.pipeline import jobs
+    from notify_transport.pipeline.session import build_session
+
+    output = config.output
     log_level = "INFO" if LOG.isEnabledFor(logging.DEBUG) else "ERROR"
-    if not jobs.PROGRESS_LOG.isEnabledFor(logging.INFO):  # progress lines show without -v
-        jobs.PROGRESS_LOG.setLevel(logging.INFO)
+    _show_progress(jobs.PROGRESS_LOG)
     spark = build_session(args.master, shuffle_partitions=args.shuffle_partitions,
                           extra_conf=_spark_conf(args.spark_conf), log_level=log_level)
     LOG.info("Pipeline on %s: %s -> %s", spark.sparkContext.master, settings.describe(), output)
@@ -204,6 +223,15 @@ def _run(args: argparse.Namespace) -> int:
         print(f"pipeline: a streaming query failed: {exc}", file=sys.stderr)
         return 1
     print(json.dumps({"output": output, **summary.as_dict()}, indent=2))
+    return _maybe_report(args, output)
+
+
+def _show_progress(progress: logging.Logger) -> None:
+    if not progress.isEnabledFor(logging.INFO):  # progress lines show without -v
+        progress.setLevel(logging.INFO)
+
+
+def _maybe_report(args: argparse.Namespace, output: str) -> int:
     if args.report and "://" not in output:
         from notify_transport.pipeline.report import build_report
 

@@ -7,10 +7,14 @@ Modules, in data-flow order:
 
 - :mod:`.topics`, :mod:`.kafka_settings`: which Kafka topics and how to connect
   (transport URL, vhost, SASL/SSL), without Spark.
-- :mod:`.offsets`: offset ranges and the per-trigger limit, without Spark.
-- :mod:`.kafka_io`, :mod:`.source`: the ``notify_kafka`` PySpark data source.
+- :mod:`.run_config`: what a run writes where, and its summary, without Spark.
+- :mod:`.caught_up`: whether a run has anything to read, without Spark.
+- :mod:`.offsets`: offset ranges and the per-trigger cut on broker time, without Spark.
+- :mod:`.kafka_io`, :mod:`.source`: the ``notify_kafka`` PySpark data source, on the
+  driver's group-less reader.
 - :mod:`.reading`: the source DataFrame, from ``notify_kafka`` or Spark's ``kafka``.
 - :mod:`.decode`: oslo envelopes to columns, in an Arrow UDF.
+- :mod:`.dedup`: which copy of a duplicate is kept, across micro-batches and runs.
 - :mod:`.jobs`: the one streaming query; each micro-batch to the archive and the statistics.
 - :mod:`.sink`, :mod:`.hadoop_fs`: idempotent per-batch writes, through Hadoop's FileSystem.
 - :mod:`.lateness`: lateness judged against each partition's own progress.

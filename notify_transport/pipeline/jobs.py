@@ -1,10 +1,10 @@
 """The pipeline: one streaming query whose micro-batches feed the archive and the statistics.
 
-Kafka is read once per micro-batch. The decoded records are deduplicated
-(``message_id``, or Kafka coordinates for undecodable records) in Spark's
-state store over ``dedup_horizon`` of processing time, so duplicates are
-dropped and late notifications never are; each micro-batch then goes to
-:class:`PipelineBatch`, which keeps it in memory and writes:
+Kafka is read once per micro-batch. Each micro-batch goes to
+:class:`PipelineBatch`, which deduplicates it by ``message_id`` (:mod:`.dedup`:
+the first copy by broker time is kept, ids are remembered over
+``dedup_horizon`` of processing time, late notifications are never dropped),
+keeps it in memory and writes:
 
 - **archive**: the notifications as Parquet partitioned by ``date`` (of the
   notification timestamp, UTC) and ``event_type``, timestamps as UTC-adjusted
@@ -25,70 +25,25 @@ from __future__ import annotations
 import dataclasses
 import json
 import logging
-import os
 import signal
 import threading
 import time
 import uuid
 from typing import Callable
 
-from notify_transport.exceptions import ConfigurationError
-from notify_transport.pipeline import decode, delays, lateness
+from notify_transport.pipeline import caught_up, decode, dedup, delays, lateness
 from notify_transport.times import parse_duration, spark_interval
 from notify_transport.pipeline.kafka_settings import KafkaSettings
 from notify_transport.pipeline.reading import Subscription, read_decoded
+from notify_transport.pipeline.run_config import (JOBS, PROGRESS_LOG, PipelineConfig, RunSummary,  # noqa: F401
+                                                  default_output)
 from notify_transport.pipeline.sink import BatchParquetWriter
 from notify_transport.pipeline.stats_files import STATS_KEY, effective_files
 
 LOG = logging.getLogger(__name__)
-#: progress lines of a run (batches, records, rate); the CLI shows them by default
-PROGRESS_LOG = logging.getLogger(__name__ + ".progress")
 
-JOBS = ("archive", "stats")
 ARCHIVE_PARTITIONS = ("date", "event_type")
 QUERY_NAME = "notify_pipeline"
-
-
-@dataclasses.dataclass(frozen=True)
-class PipelineConfig:
-    """Where the pipeline writes and how it windows, deduplicates and triggers."""
-
-    output: str
-    checkpoint: str | None = None
-    jobs: tuple[str, ...] = JOBS
-    window: str = "1 minute"
-    lateness: str = "10 minutes"
-    dedup_horizon: str = "24 hours"
-    trigger_interval: str = "10 seconds"
-    source_format: str = "auto"
-    starting_offsets: str = "earliest"
-    max_per_trigger: int | None = None
-    fail_on_data_loss: bool = True
-    #: merge the statistics files every this many micro-batches
-    stats_compact_every: int = 100
-
-    def __post_init__(self) -> None:
-        unknown = [j for j in self.jobs if j not in JOBS]
-        if unknown or not self.jobs:
-            raise ConfigurationError(f"Unknown jobs {unknown}; choose from {', '.join(JOBS)}")
-        for name in ("window", "lateness", "dedup_horizon", "trigger_interval"):
-            if parse_duration(getattr(self, name)) <= 0 and name != "lateness":
-                raise ConfigurationError(f"{name} must be positive, got {getattr(self, name)!r}")
-
-    def path(self, name: str) -> str:
-        """An output folder: ``archive``, ``errors`` or ``stats``."""
-        return _join(self.output, name)
-
-    def checkpoint_path(self, name: str) -> str:
-        return _join(self.checkpoint or _join(self.output, "_checkpoints"), name)
-
-    @property
-    def lateness_us(self) -> int:
-        return int(parse_duration(self.lateness) * 1_000_000)
-
-
-def _join(base: str, name: str) -> str:
-    return base.rstrip("/") + "/" + name
 
 
 # -- transformations ---------------------------------------------------------------------------
@@ -124,24 +79,6 @@ def window_stats(notifications_df, window: str = "1 minute"):
     return partial_stats(notifications_df.dropDuplicates(["message_id"]), window)
 
 
-def archive_dedup(decoded_df, horizon: str):
-    """Streaming deduplication of decoded records over ``horizon`` of processing time.
-
-    Notifications are keyed by ``message_id``, undecodable records by their
-    coordinates. The watermark is on the micro-batch time, which only grows,
-    so no record is ever dropped as late.
-    """
-    from pyspark.sql import functions as F
-
-    key = F.when(F.col("error").isNull(), F.concat(F.lit("m:"), F.col("message_id"))).otherwise(
-        F.concat_ws(":", F.lit("e"), F.col("topic"), F.col("partition"), F.col("offset")))
-    return (decoded_df.withColumn("dedup_key", key)
-            .withColumn("ingested_at", F.current_timestamp())
-            .withWatermark("ingested_at", spark_interval(horizon))
-            .dropDuplicatesWithinWatermark(["dedup_key"])
-            .drop("dedup_key", "ingested_at"))
-
-
 # -- micro-batch writers -----------------------------------------------------------------------
 
 @dataclasses.dataclass
@@ -151,19 +88,29 @@ class BatchCounts:
     notifications: int = 0
     undecodable: int = 0
     late: int = 0
+    #: copies of ids kept by an earlier batch with an earlier broker time than the kept copy
+    earlier_duplicates: int = 0
     #: (topic, partition) -> (oldest, newest) notification timestamp, microseconds
     bounds: dict = dataclasses.field(default_factory=dict)
 
 
 def count_batch(df) -> BatchCounts:
-    """Notifications and undecodable records per partition, in one pass over the batch."""
+    """Notifications and undecodable records per partition, in one pass over the batch.
+
+    ``df`` carries :data:`~.dedup.SEEN_TS` (:meth:`~.dedup.SeenIds.mark`):
+    copies of ids an earlier batch kept are not counted as notifications.
+    """
     from pyspark.sql import functions as F
 
     micros = F.unix_micros(F.col("timestamp"))
+    seen = F.col(dedup.SEEN_TS)
     counts = BatchCounts()
-    for row in df.groupBy("topic", "partition", F.col("error").isNull().alias("ok")).agg(
+    for row in df.groupBy("topic", "partition", F.col("error").isNull().alias("ok"), seen.isNotNull().alias("seen"),
+                          F.coalesce(F.col("kafka_timestamp") < seen, F.lit(False)).alias("earlier")).agg(
             F.count(F.lit(1)).alias("n"), F.min(micros).alias("oldest"), F.max(micros).alias("newest")).collect():
-        if row["ok"]:
+        if row["seen"]:
+            counts.earlier_duplicates += row["n"] if row["earlier"] else 0
+        elif row["ok"]:
             counts.notifications += row["n"]
             counts.bounds[(row["topic"], row["partition"])] = (row["oldest"], row["newest"])
         else:
@@ -259,29 +206,38 @@ class StatsWriter:
 
 
 class PipelineBatch:
-    """``foreachBatch`` of the pipeline: one cached micro-batch, written to each configured output."""
+    """``foreachBatch`` of the pipeline: one deduplicated, cached micro-batch, written to each output."""
 
     def __init__(self, config: PipelineConfig) -> None:
         self.archive = ArchiveWriter(config) if "archive" in config.jobs else None
         self.stats = StatsWriter(config) if "stats" in config.jobs else None
+        self.seen = dedup.SeenIds(config.checkpoint_path("dedup"), parse_duration(config.dedup_horizon),
+                                  config.stats_compact_every)
         self.totals = BatchCounts()
 
     def __call__(self, df, batch_id: int) -> None:
         steps = [time.monotonic()]
-        df = df.persist()
+        now = time.time()
+        df = self.seen.mark(dedup.first_copies(df), batch_id, now).persist()
         try:
             counts = count_batch(df)  # reads, decodes and deduplicates the batch into memory
+            new = df.filter(f"{dedup.SEEN_TS} IS NULL").drop(dedup.SEEN_TS)
             steps.append(time.monotonic())
             if self.archive is not None:
-                self.archive.write(df, batch_id, counts)
+                self.archive.write(new, batch_id, counts)
             steps.append(time.monotonic())
             if self.stats is not None:
-                counts.late = self.stats.write(df, batch_id, counts)
+                counts.late = self.stats.write(new, batch_id, counts)
             steps.append(time.monotonic())
+            self.seen.save(decode.notifications(new), batch_id, empty=not counts.notifications, now=now)
         finally:
             df.unpersist()
-        for name in ("notifications", "undecodable", "late"):
+        for name in ("notifications", "undecodable", "late", "earlier_duplicates"):
             setattr(self.totals, name, getattr(self.totals, name) + getattr(counts, name))
+        if counts.earlier_duplicates:
+            LOG.warning("Batch %d: %d copies of notifications archived by an earlier batch have an earlier "
+                        "broker time than the archived copy; the archived copy stays", batch_id,
+                        counts.earlier_duplicates)
         LOG.info("Batch %d written in %.1f s (read and decode %.1f s, archive %.1f s, statistics %.1f s): "
                  "%d notifications (%d late), %d undecodable", batch_id, steps[-1] - steps[0],
                  steps[1] - steps[0], steps[2] - steps[1], steps[3] - steps[2], counts.notifications,
@@ -292,38 +248,16 @@ class PipelineBatch:
 
 def start_query(spark, settings: KafkaSettings, subscription: Subscription, config: PipelineConfig,
                 once: bool, batch_fn: Callable):
-    """Start the pipeline's streaming query: Kafka -> decode -> deduplicate -> ``batch_fn``."""
+    """Start the pipeline's streaming query: Kafka -> decode -> ``batch_fn`` (which deduplicates)."""
     decoded = read_decoded(spark, settings, subscription, streaming=True, fmt=config.source_format,
                            with_payload="archive" in config.jobs, starting_offsets=config.starting_offsets,
                            max_per_trigger=config.max_per_trigger, fail_on_data_loss=config.fail_on_data_loss)
-    writer = (archive_dedup(decoded, config.dedup_horizon).writeStream.queryName(QUERY_NAME)
+    writer = (decoded.writeStream.queryName(QUERY_NAME)
               .outputMode("append").option("checkpointLocation", config.checkpoint_path("pipeline"))
               .foreachBatch(batch_fn))
     writer = (writer.trigger(availableNow=True) if once
               else writer.trigger(processingTime=spark_interval(config.trigger_interval)))
     return writer.start()
-
-
-@dataclasses.dataclass
-class RunSummary:
-    """What a run read and wrote, and how long it took."""
-
-    seconds: float
-    #: Kafka records read (duplicates included)
-    input_rows: int
-    #: micro-batches with records
-    batches: int
-    notifications: int
-    undecodable: int
-    #: notifications more than ``lateness`` behind their partition: archived, counted apart from the windows
-    late: int
-
-    @property
-    def duplicates(self) -> int:
-        return self.input_rows - self.notifications - self.undecodable
-
-    def as_dict(self) -> dict:
-        return {**dataclasses.asdict(self), "duplicates": self.duplicates}
 
 
 class ProgressLog:
@@ -402,9 +336,10 @@ def run(spark, settings: KafkaSettings, subscription: Subscription, config: Pipe
         if restore:
             restore()
     progress.update(query.recentProgress)
+    caught_up.record(spark, config.checkpoint_root, query.recentProgress)
     totals = getattr(batch_fn, "totals", None) or batch.totals
     summary = RunSummary(round(time.monotonic() - started, 3), progress.records, progress.batches,
-                         totals.notifications, totals.undecodable, totals.late)
+                         totals.notifications, totals.undecodable, totals.late, totals.earlier_duplicates)
     PROGRESS_LOG.info("Run done in %.1f s: %d records, %d notifications, %d duplicates, %d late, "
                       "%d undecodable", summary.seconds, summary.input_rows, summary.notifications,
                       summary.duplicates, summary.late, summary.undecodable)
@@ -439,8 +374,3 @@ def _stop_on_signals(stop: threading.Event) -> Callable[[], None] | None:
         for sig, old in previous.items():
             signal.signal(sig, old)
     return restore
-
-
-def default_output(path: str) -> str:
-    """An absolute local path, or a URI kept as given (``hdfs://``, ``s3a://``...)."""
-    return path if "://" in path else os.path.abspath(path)

@@ -7,7 +7,7 @@ Python so the arithmetic is tested without Spark or a broker.
 from __future__ import annotations
 
 import json
-from typing import Iterable, Mapping, NamedTuple
+from typing import Callable, Iterable, Mapping, NamedTuple, Sequence
 
 from notify_transport.exceptions import ConfigurationError
 
@@ -94,34 +94,54 @@ def resolve(spec: str | Offsets, earliest: Mapping[TopicPartition, int],
     return out
 
 
-def limit(start: Mapping[TopicPartition, int], latest: Mapping[TopicPartition, int],
-          max_records: int | None) -> Offsets:
-    """End offsets admitting at most ``max_records``, split in proportion to each partition's lag.
+#: Broker times are searched between the epoch and this many milliseconds (year 2109).
+_LAST_MILLIS = 1 << 42
 
-    ``start`` must hold every partition of ``latest`` (new partitions at their
-    earliest offset). Largest-remainder rounding makes the shares add up to
-    exactly ``max_records`` when more is available, so no trigger reads less
-    than allowed; ties go to the partition with more lag, then to the first in
-    topic/partition order, so the split is deterministic.
+
+def time_cut(start: Mapping[TopicPartition, int], latest: Mapping[TopicPartition, int],
+             max_records: int | None,
+             offsets_at: Callable[[int], Mapping[TopicPartition, int]]) -> Offsets:
+    """End offsets of a capped micro-batch, cut on broker time.
+
+    ``offsets_at(t)`` gives per partition the first offset whose broker
+    timestamp is at or after ``t`` milliseconds (-1 when none is, as Kafka's
+    ListOffsets answers). The batch admits, in every partition, the records
+    before the cut time ``T``: the latest ``T`` whose batch holds at most
+    ``max_records``. Batches cut this way hold the records in broker-time order
+    across partitions, so the first copy of a duplicate (by broker time) is
+    read in the first batch that reads any copy, however the run is capped.
+    When more than ``max_records`` records share the first broker millisecond,
+    the batch takes that whole millisecond (it exceeds the cap rather than
+    splitting a tie). ``start`` must hold every partition of ``latest``.
     """
     missing = [tp for tp in latest if tp not in start]
     if missing:
         raise ValueError(f"start offsets lack partitions {missing}")
-    lags = {tp: max(0, latest[tp] - start[tp]) for tp in latest}
-    end = dict(start)
-    total_lag = sum(lags.values())
-    if max_records is None or total_lag <= max_records:
-        quota = lags
-    else:
-        shares = {tp: lag * max_records / total_lag for tp, lag in lags.items()}
-        quota = {tp: int(share) for tp, share in shares.items()}
-        left = max_records - sum(quota.values())
-        order = sorted(lags, key=lambda tp: (-(shares[tp] - quota[tp]), -lags[tp], tp))
-        for tp in order[:left]:
-            quota[tp] += 1
-    for tp, lag in lags.items():
-        end[tp] = start[tp] + min(lag, quota[tp])
-    return end
+    available = sum(max(0, latest[tp] - start[tp]) for tp in latest)
+    if max_records is None or available <= max_records:
+        return {**start, **{tp: max(start[tp], off) for tp, off in latest.items()}}
+
+    def ends(millis: int) -> Offsets:
+        found = offsets_at(millis)
+        out = dict(start)
+        for tp, until in latest.items():
+            offset = found.get(tp, -1)
+            offset = until if offset < 0 else offset
+            out[tp] = max(start[tp], min(offset, until))
+        return out
+
+    def admitted(end: Offsets) -> int:
+        return sum(end[tp] - start[tp] for tp in latest)
+
+    low, high = 0, _LAST_MILLIS  # admitted(ends(low)) <= max_records < admitted(ends(high))
+    while high - low > 1:
+        middle = (low + high) // 2
+        if admitted(ends(middle)) <= max_records:
+            low = middle
+        else:
+            high = middle
+    best = ends(low)
+    return best if admitted(best) else ends(high)
 
 
 def cap(end: Mapping[TopicPartition, int], ceiling: Mapping[TopicPartition, int]) -> Offsets:
@@ -145,6 +165,20 @@ def plan(start: Mapping[TopicPartition, int], end: Mapping[TopicPartition, int],
         else:
             ranges.append(OffsetRange(tp[0], tp[1], (earliest or {}).get(tp, 0), until, True))
     return [r for r in ranges if r.end > r.start]
+
+
+def spread(ranges: Sequence[OffsetRange], tasks: int) -> list[list[OffsetRange]]:
+    """``ranges`` in at most ``tasks`` groups of about equal size (largest first, to the smallest group).
+
+    Deterministic, so a replayed micro-batch is read by the same tasks.
+    """
+    groups: list[list[OffsetRange]] = [[] for _ in range(max(1, min(tasks, len(ranges))))]
+    sizes = [0] * len(groups)
+    for r in sorted(ranges, key=lambda r: (-r.size, r.topic, r.partition)):
+        smallest = sizes.index(min(sizes))
+        groups[smallest].append(r)
+        sizes[smallest] += r.size
+    return [sorted(g) for g in groups if g]
 
 
 def total(ranges: Iterable[OffsetRange]) -> int:

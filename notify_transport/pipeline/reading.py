@@ -6,54 +6,20 @@ classpath (``fmt="auto"``) and the Python data source otherwise.
 """
 from __future__ import annotations
 
-import dataclasses
 import logging
 from typing import Sequence
 
 from pyspark.errors import AnalysisException
 
 from notify_transport.exceptions import ConfigurationError
-from notify_transport.drivers import naming as topic_names
 from notify_transport.pipeline.kafka_settings import KafkaSettings
 from notify_transport.pipeline.source import FORMAT_NAME
+from notify_transport.pipeline.topics import Subscription
 
 LOG = logging.getLogger(__name__)
 
 SPARK_KAFKA_PROVIDER = "org.apache.spark.sql.kafka010.KafkaSourceProvider"
 FORMATS = ("auto", FORMAT_NAME, "kafka")
-
-
-@dataclasses.dataclass(frozen=True)
-class Subscription:
-    """Which notification topics to read.
-
-    ``base_topics`` are the notifier's topics (``notifications``); the Kafka
-    topics are ``base.priority`` plus ``.vhost`` for ``vhost``, or on every
-    vhost with ``all_vhosts``. ``kafka_topics`` names Kafka topics exactly
-    instead.
-    """
-
-    base_topics: tuple[str, ...] = ("notifications",)
-    vhost: str | None = None
-    priorities: tuple[str, ...] = topic_names.PRIORITIES
-    all_vhosts: bool = False
-    kafka_topics: tuple[str, ...] = ()
-
-    def __post_init__(self) -> None:
-        unknown = [p for p in self.priorities if p.lower() not in topic_names.PRIORITIES]
-        if unknown:
-            raise ConfigurationError(f"Unknown priorities {unknown}; valid: {', '.join(topic_names.PRIORITIES)}")
-        if not self.kafka_topics and not self.base_topics:
-            raise ConfigurationError("No topic to read")
-
-    def options(self) -> dict[str, str]:
-        """``subscribe`` or ``subscribePattern``, as both formats spell them."""
-        if self.kafka_topics:
-            return {"subscribe": ",".join(self.kafka_topics)}
-        if self.all_vhosts:
-            return {"subscribePattern": topic_names.all_vhosts_pattern(self.base_topics, self.priorities)}
-        return {"subscribe": ",".join(topic_names.subscription_topics(self.base_topics, self.vhost,
-                                                                      self.priorities))}
 
 
 def kafka_format_available(spark) -> bool:
@@ -110,6 +76,8 @@ def read_kafka(spark, settings: KafkaSettings, subscription: Subscription, *, st
     fmt = choose_format(spark, fmt)
     options = source_options(settings, subscription, fmt, starting_offsets, max_per_trigger,
                              fail_on_data_loss, streaming, ending_offsets)
+    if fmt == FORMAT_NAME:
+        options["readerTasks"] = _reader_tasks(spark)
     LOG.info("Reading %s with the %s format from %s", subscription.options(), fmt, settings.url)
     reader = spark.readStream if streaming else spark.read
     df = reader.format(fmt).options(**options).load()
@@ -133,7 +101,12 @@ def read_decoded(spark, settings: KafkaSettings, subscription: Subscription, *, 
                                         **read_options), subscription.base_topics, with_payload)
     options = source_options(settings, subscription, fmt, streaming=streaming, **read_options)
     options.update({"decode": "true", "baseTopics": ",".join(subscription.base_topics),
-                    "decodePayload": "true" if with_payload else "false"})
+                    "decodePayload": "true" if with_payload else "false", "readerTasks": _reader_tasks(spark)})
     LOG.info("Reading and decoding %s with the %s format from %s", subscription.options(), fmt, settings.url)
     reader = spark.readStream if streaming else spark.read
     return reader.format(fmt).options(**options).load()
+
+
+def _reader_tasks(spark) -> str:
+    """One ``notify_kafka`` read task per core Spark gives a stage by default."""
+    return str(max(1, spark.sparkContext.defaultParallelism))

@@ -4,13 +4,20 @@ Spark's JVM Kafka connector is not always on the classpath (it cannot be
 downloaded here), so this source gives the same columns (key, value, topic,
 partition, offset, timestamp, timestampType) from Python, batch and streaming:
 
-- one Spark input partition per Kafka partition with records, an explicit
-  ``[start, end)`` offset range, read by ``assign()`` (no group, no commit);
+- at most ``readerTasks`` Spark input partitions (default 2; the pipeline
+  passes Spark's default parallelism), each reading the explicit
+  ``[start, end)`` offset ranges of several Kafka partitions with one
+  client of the driver's :class:`~notify_transport.drivers.kafka.reader.RangeReader`
+  (assigned: no group, no commit), so the read cost does not grow with the
+  number of partitions; a Python worker keeps its clients between
+  micro-batches;
 - the streaming offset is ``{"topic": {"partition": next_offset}}``, kept in
   Spark's checkpoint, so a restarted query replays an unfinished micro-batch
   exactly and continues after the last finished one;
 - ``maxOffsetsPerTrigger`` caps each micro-batch through Spark's admission
-  control, split across partitions in proportion to their lag;
+  control, cut on broker time (:func:`~.offsets.time_cut`): a capped batch
+  holds every record before a broker time in every partition, so capped runs
+  read records in the same broker-time order as an uncapped one;
 - ``Trigger.AvailableNow`` reads what exists when the query starts and stops;
 - records come out as Arrow record batches.
 
@@ -22,7 +29,8 @@ Options (names of Spark's Kafka source where one exists):
 batch default earliest); ``endingOffsets`` (batch; default latest);
 ``maxOffsetsPerTrigger`` (alias ``maxRecordsPerTrigger``); ``failOnDataLoss``
 (default true); ``kafkaConsumer.pollTimeoutMs`` (default 120000);
-``metadataTimeoutMs`` (default 30000); ``arrowBatchSize`` (default 10000).
+``metadataTimeoutMs`` (default 30000); ``arrowBatchSize`` (default 10000);
+``readerTasks`` (default 2).
 
 With ``decode`` true the source gives the decoded columns of
 :data:`notify_transport.pipeline.decode.DECODED_SCHEMA` instead, decoding in
@@ -33,6 +41,7 @@ decoding UDF: the pipeline reads this way.
 """
 from __future__ import annotations
 
+import atexit
 import logging
 from typing import Iterator, Mapping, Sequence
 
@@ -42,12 +51,11 @@ from pyspark.sql.streaming.datasource import (ReadAllAvailable, ReadLimit, ReadM
 from pyspark.sql.types import (BinaryType, IntegerType, LongType, StringType, StructField, StructType,
                                TimestampType)
 
-from confluent_kafka import IsolationLevel
-from confluent_kafka.admin import OffsetSpec
-
 from notify_transport.drivers.kafka.cluster import ClusterAdmin
+from notify_transport.drivers.kafka.reader import OffsetRange as ReadRange
+from notify_transport.drivers.kafka.reader import RangeReader
 from notify_transport.exceptions import ConfigurationError
-from notify_transport.pipeline import decode, kafka_io, offsets
+from notify_transport.pipeline import caught_up, decode, kafka_io, offsets
 from notify_transport.pipeline.kafka_settings import KafkaSettings
 
 LOG = logging.getLogger(__name__)
@@ -96,16 +104,53 @@ class SourceOptions:
         self.metadata_timeout = _positive_int("metadataTimeoutMs",
                                               opts.get("metadatatimeoutms", "30000")) / 1000
         self.arrow_batch_size = _positive_int("arrowBatchSize", opts.get("arrowbatchsize", "10000"))
+        self.reader_tasks = _positive_int("readerTasks", opts.get("readertasks", "2"))
         self.decode = _boolean("decode", opts.get("decode", "false"))
         self.base_topics = tuple(t.strip() for t in opts.get("basetopics", "").split(",") if t.strip())
         self.decode_payload = _boolean("decodePayload", opts.get("decodepayload", "true"))
 
 
 class KafkaInputPartition(InputPartition):
-    """One Kafka partition's offset range (no connection settings: it may be printed)."""
+    """The offset ranges one task reads (no connection settings: it may be printed)."""
 
-    def __init__(self, offset_range: offsets.OffsetRange) -> None:
-        super().__init__(offset_range)
+    def __init__(self, ranges: Sequence[offsets.OffsetRange]) -> None:
+        super().__init__(tuple(ranges))
+
+
+def input_partitions(ranges: Sequence[offsets.OffsetRange], tasks: int) -> list[KafkaInputPartition]:
+    """At most ``tasks`` input partitions, each reading several Kafka partitions with one client."""
+    return [KafkaInputPartition(group) for group in offsets.spread(ranges, tasks)]
+
+
+#: Range readers this Python worker keeps between tasks and micro-batches (Spark reuses the
+#: worker), per connection settings, so a micro-batch does not pay for new clients.
+_IDLE_READERS: dict[tuple, list[RangeReader]] = {}
+_IDLE_PER_SETTINGS = 2
+
+
+def _take_reader(config: Mapping[str, str]) -> tuple[tuple, RangeReader]:
+    key = tuple(sorted(config.items()))
+    idle = _IDLE_READERS.get(key)
+    if idle:
+        return key, idle.pop()
+    if not _IDLE_READERS:
+        atexit.register(_close_idle_readers)
+    _IDLE_READERS.setdefault(key, [])
+    return key, RangeReader(dict(config), name=f"{FORMAT_NAME} reader")
+
+
+def _give_back(key: tuple, reader: RangeReader) -> None:
+    idle = _IDLE_READERS.setdefault(key, [])
+    if len(idle) < _IDLE_PER_SETTINGS:
+        idle.append(reader)
+    else:
+        reader.close()
+
+
+def _close_idle_readers() -> None:
+    for idle in _IDLE_READERS.values():
+        while idle:
+            idle.pop().close()
 
 
 class NotifyKafkaDataSource(DataSource):
@@ -143,17 +188,11 @@ class _KafkaReading:
 
     def _partitions(self) -> list[offsets.TopicPartition]:
         """Partitions of the listed topics that exist, and of every topic matching the pattern."""
-        admin = self._admin_client()
-        found, _missing = admin.partitions_of(self.options.topics)
-        if self.options.pattern:
-            found = sorted(set(found) | set(admin.partitions_matching(self.options.pattern)))
-        return found
+        return caught_up.subscribed_partitions(self._admin_client(), self.options.topics, self.options.pattern)
 
     def _offsets(self, partitions: Sequence[offsets.TopicPartition], which: str) -> offsets.Offsets:
         """Earliest or latest (last stable, as read_committed consumers see it) offsets."""
-        spec = OffsetSpec.earliest() if which == "earliest" else OffsetSpec.latest()
-        return self._admin_client().list_offsets({tp: spec for tp in partitions},
-                                                 isolation_level=IsolationLevel.READ_COMMITTED)
+        return caught_up.list_offsets(self._admin_client(), partitions, which)
 
     def read(self, partition: InputPartition) -> Iterator:
         from pyspark.sql.pandas.types import to_arrow_schema
@@ -162,14 +201,32 @@ class _KafkaReading:
             raise TypeError(f"expected a KafkaInputPartition, got {type(partition).__name__}")
 
         options = self.options
+        ranges: tuple[offsets.OffsetRange, ...] = partition.value
+        from_earliest = {(r.topic, r.partition) for r in ranges if r.from_earliest}
+
+        def on_gone(topic: str, part: int, message: str) -> None:
+            if (topic, part) in from_earliest:  # read from the earliest record kept: nothing planned is gone
+                LOG.debug("%s", message)
+            else:
+                kafka_io.report_data_loss(options.fail_on_data_loss, message)
+
         arrow_schema = to_arrow_schema(KAFKA_SCHEMA, timezone="UTC")
-        batches = kafka_io.read_range(options.kafka_config, partition.value, arrow_schema,
-                                      batch_size=options.arrow_batch_size, poll_timeout=options.poll_timeout,
-                                      fail_on_data_loss=options.fail_on_data_loss)
-        if options.decode:
-            yield from decode.decode_batches(batches, options.base_topics, options.decode_payload)
-        else:
-            yield from batches
+        key, reader = _take_reader(options.kafka_config)
+        done = False
+        try:
+            chunks = reader.read([ReadRange(r.topic, r.partition, r.start, r.end) for r in ranges],
+                                 chunk=options.arrow_batch_size, timeout=options.poll_timeout, on_gone=on_gone)
+            batches = (kafka_io.record_batch(chunk, arrow_schema) for chunk in chunks)
+            if options.decode:
+                yield from decode.decode_batches(batches, options.base_topics, options.decode_payload)
+            else:
+                yield from batches
+            done = True
+        finally:
+            if done:
+                _give_back(key, reader)
+            else:  # failed or abandoned half-way: its state is unknown
+                reader.close()
 
     def __getstate__(self) -> dict:
         state = dict(self.__dict__)
@@ -189,7 +246,7 @@ class KafkaBatchReader(_KafkaReading, DataSourceReader):
         end = {tp: off for tp, off in end.items() if tp in start}
         ranges = offsets.plan(start, end)
         LOG.info("Batch read of %d records from %d partitions", offsets.total(ranges), len(ranges))
-        return [KafkaInputPartition(r) for r in ranges]
+        return input_partitions(ranges, self.options.reader_tasks)
 
 
 class KafkaStreamReader(_KafkaReading, DataSourceStreamReader, SupportsTriggerAvailableNow):
@@ -238,7 +295,12 @@ class KafkaStreamReader(_KafkaReading, DataSourceStreamReader, SupportsTriggerAv
                                           f"{effective[tp]} already read: the topic was deleted "
                                           "or truncated")
                 effective[tp] = self._offsets([tp], "earliest")[tp]
-        end = offsets.limit(effective, latest, self._max_rows(limit, effective, latest))
+        max_rows = self._max_rows(limit, effective, latest)
+        if max_rows == 0:
+            return offsets.to_json(effective)
+        parts_read = sorted(latest)
+        end = offsets.time_cut(effective, latest, max_rows,
+                               lambda millis: self._admin_client().offsets_for_time(parts_read, millis))
         return offsets.to_json(end)
 
     def reportLatestOffset(self) -> dict | None:
@@ -246,7 +308,7 @@ class KafkaStreamReader(_KafkaReading, DataSourceStreamReader, SupportsTriggerAv
 
     def partitions(self, start: dict, end: dict) -> list[KafkaInputPartition]:
         ranges = offsets.plan(offsets.from_json(start), offsets.from_json(end))
-        return [KafkaInputPartition(r) for r in ranges]
+        return input_partitions(ranges, self.options.reader_tasks)
 
     def commit(self, end: dict) -> None:
         LOG.debug("Micro-batch done up to %s", end)

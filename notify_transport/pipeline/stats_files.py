@@ -38,6 +38,12 @@ def effective_files(paths: Iterable[str]) -> list[str]:
                   if (kind == "compact" and (n, token) == newest) or (kind == "batch" and n > newest[0]))
 
 
+def batch_number(path: str) -> int:
+    """The batch a ``batch-N-*`` or ``compact-N-*`` file belongs to (-1 for other names)."""
+    match = _NAME.match(path.rstrip("/").rsplit("/", 1)[-1])
+    return int(match.group(2)) if match else -1
+
+
 def load_partials(path: str | os.PathLike):
     """The statistics' partial counts summed per :data:`STATS_KEY` (a pandas frame)."""
     import pandas as pd

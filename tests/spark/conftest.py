@@ -26,7 +26,7 @@ def spark():
     """The shared local SparkSession (2 cores, small shuffle, no UI), built by the pipeline's code."""
     from notify_transport.pipeline.session import build_session
 
-    session = build_session("local[2]", app_name="notify-transport-tests")
+    session = build_session("local[2]", app_name="notify-transport-tests", class_cache=False)
     yield session
     session.stop()
 

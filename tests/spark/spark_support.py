@@ -72,13 +72,18 @@ class NotificationProducer:
                 "timestamp": oslo_timestamp(timestamp or utc())}
 
     def send(self, topic: str, message: dict, version: float = 2.0, partition: int | None = None,
-             context_style: str = envelope.CONTEXT_DICT, ctxt: dict | None = None) -> None:
+             context_style: str = envelope.CONTEXT_DICT, ctxt: dict | None = None,
+             broker_millis: int | None = None) -> None:
         raw = envelope.encode(message, ctxt or {"request_id": "req-" + message["message_id"][:8]},
                               version, context_style)
-        self.send_raw(topic, raw, partition)
+        self.send_raw(topic, raw, partition, broker_millis)
 
-    def send_raw(self, topic: str, raw: bytes | None, partition: int | None = None) -> None:
-        kwargs = {} if partition is None else {"partition": partition}
+    def send_raw(self, topic: str, raw: bytes | None, partition: int | None = None,
+                 broker_millis: int | None = None) -> None:
+        """Produce ``raw``; ``broker_millis`` sets the record's (create) timestamp."""
+        kwargs: dict = {} if partition is None else {"partition": partition}
+        if broker_millis is not None:
+            kwargs["timestamp"] = broker_millis
         self.producer.produce(topic, raw, **kwargs)
         self.producer.poll(0)
 

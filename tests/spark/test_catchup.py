@@ -31,6 +31,10 @@ def _spread(count: int, start: datetime.datetime, end: datetime.datetime) -> lis
     return [start + step * i for i in range(count)]
 
 
+def _millis(stamp: datetime.datetime) -> int:
+    return int(stamp.replace(tzinfo=datetime.timezone.utc).timestamp() * 1000)
+
+
 def test_capped_catch_up_with_restarts_counts_every_on_time_notification(spark, kafka_bootstrap, producer,
                                                                         tmp_path):
     base = producer.unique_base("catchup")
@@ -52,15 +56,16 @@ def test_capped_catch_up_with_restarts_counts_every_on_time_notification(spark, 
         for i, stamp in enumerate(stamps):
             msg = producer.notification(f"{topic.rsplit('.', 1)[1]}.event{i % 3}", f"host{partition}",
                                         priority, timestamp=stamp)
-            producer.send(topic, msg, 2.0, partition)
+            producer.send(topic, msg, 2.0, partition, broker_millis=_millis(stamp))  # delivered when stamped
             sent[msg["message_id"]] = msg
     # one truly late notification: a day behind the records before it in its own partition
     late = producer.notification("info.late", "host2", "INFO", timestamp=now - datetime.timedelta(days=1))
-    producer.send(info, late, 2.0, 2)
+    arrived = _millis(now)
+    producer.send(info, late, 2.0, 2, broker_millis=arrived)
     sent[late["message_id"]] = late
-    for msg in list(sent.values())[:5]:  # duplicates, in another partition
-        producer.send(info, msg, 2.0, 1)
-    producer.send_raw(info, b"not a notification", 0)
+    for i, msg in enumerate(list(sent.values())[:5]):  # duplicates, in another partition
+        producer.send(info, msg, 2.0, 1, broker_millis=arrived + 1 + i)
+    producer.send_raw(info, b"not a notification", 0, arrived + 10)
     producer.flush()
 
     settings = KafkaSettings.from_url(f"kafka://{kafka_bootstrap}")

@@ -10,6 +10,7 @@ from __future__ import annotations
 import dataclasses
 import html.parser
 import json
+import time
 from pathlib import Path
 
 import pandas as pd
@@ -303,8 +304,9 @@ def test_statistics_files_are_compacted_without_changing_the_numbers(spark, kafk
     base = producer.unique_base("compact")
     topic = f"{base}.info"
     producer.create_topics({topic: 2})
-    for i in range(30):
-        producer.send(topic, producer.notification(event_type=f"e{i % 3}"), 2.0, i % 2)
+    base_ms = int(time.time() * 1000) - 60_000
+    for i in range(30):  # one broker millisecond each: capped batches are cut between them
+        producer.send(topic, producer.notification(event_type=f"e{i % 3}"), 2.0, i % 2, broker_millis=base_ms + i)
     producer.flush()
     config = jobs.PipelineConfig(output=str(tmp_path), jobs=("stats",), source_format="notify_kafka",
                                  max_per_trigger=10, stats_compact_every=2)

@@ -1,4 +1,5 @@
 """The notify_kafka data source against a real broker: batch, streaming, limits, restarts, vhosts."""
+import time
 import uuid
 
 import pytest
@@ -13,12 +14,16 @@ SIZES = {0: 50, 1: 30, 2: 10}
 
 @pytest.fixture(scope="module")
 def topic(producer):
-    """One topic with 50, 30 and 10 records in partitions 0, 1 and 2 (values name partition and index)."""
+    """One topic with 50, 30 and 10 records in partitions 0, 1 and 2 (values name partition and index).
+
+    Record ``i`` of partition ``p`` has broker time ``base + 10 i + p`` ms: the partitions interleave.
+    """
     name = producer.unique_base("src") + ".info"
     producer.create_topics({name: 3})
+    base = int(time.time() * 1000) - 3_600_000
     for partition, size in SIZES.items():
         for i in range(size):
-            producer.send_raw(name, f"p{partition}-{i}".encode(), partition)
+            producer.send_raw(name, f"p{partition}-{i}".encode(), partition, base + 10 * i + partition)
     producer.flush()
     yield name
     producer.delete_topics([name])
@@ -57,8 +62,8 @@ def test_batch_read_is_exact_and_has_kafka_columns(spark, kafka_bootstrap, topic
         assert row.value == f"p{row.partition}-{row.offset}".encode()
     assert {p: sorted(r.offset for r in rs) for p, rs in by_partition.items()} == {
         p: list(range(n)) for p, n in SIZES.items()}
-    # one Spark partition per Kafka partition
-    assert df.rdd.getNumPartitions() == 3
+    # one read task per core (local[2]), each reading several Kafka partitions with one client
+    assert df.rdd.getNumPartitions() == spark.sparkContext.defaultParallelism == 2
 
 
 def test_batch_read_between_explicit_offsets(spark, kafka_bootstrap, topic):
@@ -70,13 +75,14 @@ def test_batch_read_between_explicit_offsets(spark, kafka_bootstrap, topic):
     assert got == [(0, o) for o in range(40, 45)] + [(1, o) for o in range(3)]
 
 
-def test_stream_limit_splits_by_lag_and_restart_does_not_double_count(
+def test_stream_limit_cuts_on_broker_time_and_restart_does_not_double_count(
         spark, kafka_bootstrap, producer, topic, tmp_path):
     first = _stream(spark, kafka_bootstrap, topic, tmp_path, "limit_run1", max_per_trigger=40)
     sizes = [len(rows) for _, rows in first if rows]
     assert sizes == [40, 40, 10]
-    per_partition = {p: sum(1 for r in first[0][1] if r[0] == p) for p in SIZES}
-    assert per_partition == {0: 22, 1: 13, 2: 5}  # 40 split 50:30:10, largest remainder
+    # the 40 oldest by broker time: records 0-9 of every partition, then 10-14 of partitions 0 and 1
+    per_partition = [{p: sum(1 for r in rows if r[0] == p) for p in SIZES} for _, rows in first if rows]
+    assert per_partition == [{0: 15, 1: 15, 2: 10}, {0: 25, 1: 15, 2: 0}, {0: 10, 1: 0, 2: 0}]
 
     for i in range(SIZES[2], SIZES[2] + 7):
         producer.send_raw(topic, f"p2-{i}".encode(), 2)

@@ -11,6 +11,9 @@
   ahead of the caller by at most ``buffer`` records.
 * :class:`MergedIterator`: several iterators composed into one that yields
   what any of them read, in arrival order (per partition, offset order).
+* :class:`RangeReader`: fixed offset ranges ``[start, end)`` of several
+  partitions with one client, in chunks (the Spark source); the client can
+  read range after range, so a caller may keep it between reads.
 
 Partitions are assigned, never subscribed: no group is joined, nothing is
 committed, nothing is left behind on the brokers. Where reading starts is
@@ -25,7 +28,8 @@ import logging
 import queue
 import threading
 import time
-from typing import Any, Callable, Iterable, Iterator, Mapping, TypeVar, cast
+import uuid
+from typing import Any, Callable, Iterable, Iterator, Mapping, NamedTuple, Sequence, TypeVar, cast
 
 import confluent_kafka
 from confluent_kafka import OFFSET_END, KafkaError, KafkaException, TopicPartition
@@ -499,3 +503,136 @@ def read_topic(config: dict[str, Any], topic: str, start: StartPosition, until_e
             iterator.close()
         raise
     return MergedIterator(iterators, buffer)
+
+
+class OffsetRange(NamedTuple):
+    """Records ``[start, end)`` of one partition."""
+
+    topic: str
+    partition: int
+    start: int
+    end: int
+
+
+class RecordsGone(MessagingException):
+    """Records of a range were deleted before they were read, or never arrived."""
+
+
+def _raise_gone(topic: str, partition: int, message: str) -> None:
+    raise RecordsGone(message)
+
+
+class RangeReader:
+    """Reads offset ranges of several partitions with one consumer: assigned, never committed.
+
+    ``read`` yields the records of the ranges in chunks (offset order per
+    partition); a partition is paused once its range is read. Offsets missing
+    inside a range (compaction, transaction markers) are skipped. Records
+    gone from the partition (``start`` before its earliest offset) or not
+    arriving within ``timeout`` seconds are passed to ``on_gone(topic,
+    partition, message)``, which raises to fail the read (the default, :class:`RecordsGone`) or
+    returns to skip them. The client stays open between reads until
+    :meth:`close`.
+    """
+
+    def __init__(self, config: dict[str, Any], name: str = "range reader") -> None:
+        self.name = name
+        # the client requires a group.id; assigning partitions never joins the group
+        config = {"group.id": f"notify-transport-reader-{uuid.uuid4().hex[:8]}", **config,
+                  "logger": RDKAFKA_LOG, "enable.partition.eof": True,
+                  "enable.auto.commit": False, "enable.auto.offset.store": False,
+                  "auto.offset.reset": "error"}  # a planned offset that is gone is reported, not jumped over
+        try:
+            self._consumer: confluent_kafka.Consumer | None = confluent_kafka.Consumer(config)
+        except (KafkaException, ValueError, TypeError) as exc:
+            raise MessagingException(f"{name}: cannot create the consumer: {exc}") from None
+
+    def _client(self) -> confluent_kafka.Consumer:
+        if self._consumer is None:
+            raise MessagingException(f"{self.name} is closed")
+        return self._consumer
+
+    def read(self, ranges: Sequence[OffsetRange], chunk: int = 10000, timeout: float = 120.0,
+             on_gone: Callable[[str, int, str], None] = _raise_gone) -> Iterator[list[ConsumedRecord]]:
+        """Lists of at most about ``chunk`` records, until every range is read."""
+        consumer = self._client()
+        todo = {(r.topic, r.partition): r for r in ranges if r.end > r.start}
+        if not todo:
+            return
+        position = {tp: r.start for tp, r in todo.items()}
+        assigned = [TopicPartition(t, p, r.start) for (t, p), r in todo.items()]
+        consumer.assign(assigned)
+        consumer.resume(assigned)  # a partition paused by an earlier read of this client
+        try:
+            yield from self._fetch(consumer, todo, position, chunk, timeout, on_gone)
+        finally:
+            consumer.unassign()
+
+    def _fetch(self, consumer: confluent_kafka.Consumer, todo: dict, position: dict, chunk: int,
+               timeout: float, on_gone: Callable[[str, int, str], None]) -> Iterator[list[ConsumedRecord]]:
+        deadline = time.monotonic() + timeout
+        out: list[ConsumedRecord] = []
+        while todo:
+            finished = []
+            progressed = False
+            for msg in consumer.consume(min(chunk, sum(r.end - position[tp] for tp, r in todo.items())),
+                                        timeout=min(1.0, timeout)):
+                tp = (cast(str, msg.topic()), cast(int, msg.partition()))  # set on records and their errors
+                if tp not in todo:
+                    continue
+                err = msg.error()
+                if err is not None:
+                    if err.code() == KafkaError._PARTITION_EOF:
+                        position[tp] = max(position[tp], msg.offset() or 0)
+                    elif err.code() in (KafkaError._AUTO_OFFSET_RESET, KafkaError.OFFSET_OUT_OF_RANGE):
+                        position[tp] = self._skip_gone(consumer, tp, position[tp], todo[tp].end, on_gone)
+                    elif err.fatal():
+                        raise MessagingException(f"{self.name}: {err.str()}")
+                    else:  # librdkafka retries by itself; the deadline bounds the wait
+                        LOG.warning("%s: %s[%d] at %d: %s", self.name, tp[0], tp[1], position[tp], err.str())
+                else:
+                    record = cast(ConsumedRecord, msg)
+                    offset = record.offset()
+                    if offset < todo[tp].end:
+                        out.append(record)
+                        progressed = True
+                    position[tp] = offset + 1
+                if position[tp] >= todo[tp].end:
+                    finished.append(tp)
+            for tp in set(finished):
+                consumer.pause([TopicPartition(tp[0], tp[1])])
+                del todo[tp]
+            if len(out) >= chunk or (out and not todo):
+                yield out
+                out = []
+            if progressed or finished:
+                deadline = time.monotonic() + timeout
+            elif time.monotonic() > deadline:
+                for tp, r in list(todo.items()):
+                    on_gone(tp[0], tp[1], f"{tp[0]}[{tp[1]}] offsets {position[tp]}..{r.end - 1} did not arrive "
+                            f"within {timeout:g}s")
+                todo.clear()
+        if out:
+            yield out
+
+    def _skip_gone(self, consumer: confluent_kafka.Consumer, tp: tuple[str, int], offset: int, end: int,
+                   on_gone: Callable[[str, int, str], None]) -> int:
+        low, _high = consumer.get_watermark_offsets(TopicPartition(*tp), cached=False)
+        on_gone(tp[0], tp[1], f"{tp[0]}[{tp[1]}] offsets {offset}..{min(low, end) - 1} were deleted before they "
+                f"were read (earliest is now {low})")
+        consumer.seek(TopicPartition(tp[0], tp[1], low))
+        return max(offset, low)
+
+    def close(self) -> None:
+        consumer, self._consumer = self._consumer, None
+        if consumer is not None:
+            try:
+                consumer.close()
+            except (KafkaException, RuntimeError) as exc:
+                LOG.debug("%s: close: %s", self.name, exc)
+
+    def __enter__(self) -> "RangeReader":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()

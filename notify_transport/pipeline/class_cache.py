@@ -1,0 +1,116 @@
+"""A class-data-sharing archive of the driver JVM's classes, so a local run starts sooner.
+
+Loading and verifying Spark's classes is most of a local run's JVM start-up.
+Java's dynamic CDS (``-XX:ArchiveClassesAtExit``, JDK 13 and later) writes the
+classes a JVM loaded to an archive when it exits, and the next JVM maps them
+(``-XX:SharedArchiveFile``): on the development machine the session and the
+first query start about 2 s sooner. One archive per PySpark installation and
+Java lives in the user's cache (``$XDG_CACHE_HOME/notify-transport/spark-cds``,
+about 150 MB). The first run writes it under a name of its own; a later run
+adopts it once the JVM that wrote it has exited. The JVM checks that an
+archive matches its JDK and class path and ignores it otherwise
+(``-Xshare:auto``), so a stale or partial archive only costs the time it
+would have saved. JVM log lines (such a mismatch) go to stderr, never into the
+command's output.
+"""
+from __future__ import annotations
+
+import hashlib
+import logging
+import os
+import shutil
+import time
+import uuid
+from pathlib import Path
+
+LOG = logging.getLogger(__name__)
+
+#: a dump still unfinished after this long is given up
+STALE_SECONDS = 3600
+#: JVM unified logging: warnings to stderr only (the CLI prints its summary on stdout)
+LOG_TO_STDERR = "-Xlog:disable -Xlog:all=warning:stderr"
+
+
+def cache_dir() -> Path:
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(base) / "notify-transport" / "spark-cds"
+
+
+def _key() -> str:
+    import pyspark
+
+    java = os.environ.get("JAVA_HOME") or shutil.which("java") or ""
+    text = "|".join((pyspark.__version__, os.path.dirname(pyspark.__file__), os.path.realpath(java)))
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+class ClassCache:
+    """The archive of this PySpark installation: the JVM options that use it or write it."""
+
+    def __init__(self, root: Path | None = None) -> None:
+        self.root = root or cache_dir()
+        self.key = _key()
+        self.archive = self.root / f"{self.key}.jsa"
+        self.dump: Path | None = None
+
+    def java_options(self) -> str:
+        """``-XX:SharedArchiveFile`` when an archive exists, else ``-XX:ArchiveClassesAtExit``."""
+        try:
+            pending = self._adopt_finished_dumps()
+            if self.archive.is_file():
+                return f"-XX:SharedArchiveFile={self.archive} -Xshare:auto {LOG_TO_STDERR}"
+            if pending:  # one archive is being written: do not write another
+                return LOG_TO_STDERR
+            self.root.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            LOG.debug("No class-data-sharing archive: %s", exc)
+            return LOG_TO_STDERR
+        self.dump = self.root / f"{self.key}.{uuid.uuid4().hex[:8]}.dump"
+        return f"-XX:ArchiveClassesAtExit={self.dump} {LOG_TO_STDERR}"
+
+    def started(self, jvm_pid: int) -> None:
+        """Note which JVM writes :attr:`dump`, so a later run adopts it only after that JVM exited."""
+        if self.dump is not None:
+            try:
+                self.dump.with_suffix(".pid").write_text(str(jvm_pid))
+            except OSError as exc:
+                LOG.debug("Cannot note the JVM writing %s: %s", self.dump, exc)
+
+    def _adopt_finished_dumps(self) -> int:
+        """Make the first complete dump the archive, drop the others; return how many are pending.
+
+        A dump is complete when the JVM that noted itself as its writer has
+        exited. One without a writer, or older than :data:`STALE_SECONDS`, is
+        dropped (its JVM never started, or its pid is not reaped).
+        """
+        pending = 0
+        for dump in sorted(self.root.glob(f"{self.key}.*.dump")):
+            marker = dump.with_suffix(".pid")
+            try:
+                pid = int(marker.read_text()) if marker.exists() else None
+            except (OSError, ValueError):
+                pid = None
+            stale = time.time() - dump.stat().st_mtime > STALE_SECONDS
+            if pid is not None and _alive(pid) and not stale:
+                pending += 1
+                continue
+            if pid is None and not stale:
+                pending += 1  # its JVM is starting
+                continue
+            if pid is not None and not _alive(pid) and not self.archive.exists() and dump.stat().st_size > 0:
+                os.replace(dump, self.archive)
+                LOG.info("Class-data-sharing archive %s ready", self.archive)
+            else:
+                dump.unlink(missing_ok=True)
+            marker.unlink(missing_ok=True)
+        return pending

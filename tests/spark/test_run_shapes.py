@@ -1,0 +1,180 @@
+"""The same outputs whatever the run shape, with duplicates spread over partitions (issue 23).
+
+Copies of one message id sit in different partitions; some second copies sit
+in a lower partition than the first, behind newer notifications there, so
+keeping the wrong copy makes it late. The kept copy must be the first by
+broker time (ties: topic, partition, offset) in: one uncapped run; a run
+followed by an incremental run; a capped catch-up whose process is killed
+with SIGKILL twice, then finished. Archive, errors, late counts and
+statistics must be identical in the three.
+"""
+from __future__ import annotations
+
+import datetime
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pyarrow.dataset as ds
+
+from notify_transport.pipeline import jobs
+from notify_transport.pipeline.kafka_settings import KafkaSettings
+from notify_transport.pipeline.reading import Subscription
+from notify_transport.pipeline.stats_files import load_partials
+from notify_transport.pipeline.report import load_stats
+from spark_support import utc
+
+CAP = 25
+LATENESS = "1 minute"
+STEP = datetime.timedelta(seconds=2)  # notification time between two records of the sequence
+
+
+class Plan:
+    """What is sent, in broker-time order, and the copy each id must keep."""
+
+    def __init__(self, producer, base: str) -> None:
+        self.producer = producer
+        self.info, self.error = f"{base}.info", f"{base}.error"
+        producer.create_topics({self.info: 3, self.error: 1})
+        self.start_ms = int(time.time() * 1000) - 3_600_000
+        self.sequence = 0
+        self.first_copy: dict[str, tuple[int, str, int]] = {}  # id -> (broker ms, topic, partition)
+        self.now = utc(600)
+
+    def send(self, topic: str, partition: int, message: dict, same_ms_as_previous: bool = False) -> None:
+        if not same_ms_as_previous:
+            self.sequence += 1
+        millis = self.start_ms + self.sequence * 10
+        self.producer.send(topic, message, 2.0, partition, broker_millis=millis)
+        copy = (millis, topic, partition)
+        self.first_copy[message["message_id"]] = min(self.first_copy.get(message["message_id"], copy), copy)
+
+    def part(self, first: int, count: int, pending: dict) -> None:
+        """Notifications ``first .. first+count-1``; some are sent again 40 records later."""
+        for i in range(first, first + count):
+            if i in pending:  # a second copy in a lower partition, 80 s behind the records before it
+                message, partition = pending.pop(i)
+                self.send(self.info, partition, message)
+            topic, partition = (self.error, 0) if i % 10 == 9 else (self.info, i % 3)
+            message = self.producer.notification(f"event{i % 4}", f"host{i % 3}",
+                                                 "ERROR" if topic == self.error else "INFO",
+                                                 timestamp=self.now + STEP * i)
+            self.send(topic, partition, message)
+            if topic == self.info and i % 7 == 2 and i < 200:
+                pending[i + 40] = (message, max(0, partition - 1) if partition else 2)
+            if topic == self.info and i % 23 == 5:  # a copy with the same broker time: lower partition wins
+                self.send(self.info, (partition + 1) % 3, message, same_ms_as_previous=True)
+        if first == 0:
+            late = self.producer.notification("event.late", "host9", "INFO", timestamp=self.now - STEP * 300)
+            self.send(self.info, 1, late)
+            self.sequence += 1
+            self.producer.send_raw(self.info, b"not a notification", 0, self.start_ms + self.sequence * 10)
+        self.producer.flush()
+
+
+def _archive(output: Path) -> list[tuple]:
+    rows = ds.dataset(str(output / "archive"), format="parquet", partitioning="hive").to_table().to_pylist()
+    return sorted(tuple(sorted((k, str(v)) for k, v in row.items())) for row in rows)
+
+
+def _errors(output: Path) -> list[tuple]:
+    rows = ds.dataset(str(output / "errors"), format="parquet").to_table(
+        columns=["topic", "partition", "offset", "error"]).to_pylist()
+    return sorted(tuple(row.values()) for row in rows)
+
+
+def _partials(output: Path):
+    partials = load_partials(output / "stats")
+    return partials.sort_values(list(partials.columns), ignore_index=True)
+
+
+def _commits(checkpoint: Path) -> int:
+    folder = checkpoint / "pipeline" / "commits"
+    return len([p for p in folder.iterdir() if p.name.isdigit()]) if folder.is_dir() else 0
+
+
+def _run_killed(command: list[str], checkpoint: Path, more_commits: int, timeout: float = 240.0) -> None:
+    """Run ``command`` until the query committed ``more_commits`` more batches, then SIGKILL it."""
+    before = _commits(checkpoint)
+    env = {**os.environ, "XDG_CACHE_HOME": str(checkpoint.parent / "cache")}  # the JVM's class cache
+    process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env,
+                               start_new_session=True)
+    try:
+        deadline = time.monotonic() + timeout
+        while _commits(checkpoint) < before + more_commits:
+            assert process.poll() is None, f"the pipeline exited with {process.returncode}"
+            assert time.monotonic() < deadline, "the capped run made no progress"
+            time.sleep(0.1)  # polling the checkpoint folder, not waiting for a time
+    finally:
+        os.killpg(process.pid, signal.SIGKILL)  # the run, its JVM and Python workers: a crash
+        process.wait(30)
+
+
+def test_kept_copies_and_outputs_are_identical_in_every_run_shape(spark, kafka_bootstrap, producer, tmp_path):
+    plan = Plan(producer, producer.unique_base("shapes"))
+    settings = KafkaSettings.from_url(f"kafka://{kafka_bootstrap}")
+    subscription = Subscription(base_topics=(plan.info.rsplit(".", 1)[0],), priorities=("info", "error"))
+    uncapped, incremental, capped = tmp_path / "uncapped", tmp_path / "incremental", tmp_path / "capped"
+
+    def config(output: Path, cap: int | None = None) -> jobs.PipelineConfig:
+        return jobs.PipelineConfig(output=str(output), source_format="notify_kafka", lateness=LATENESS,
+                                   max_per_trigger=cap, trigger_interval="1 second", stats_compact_every=3)
+
+    pending: dict = {}
+    plan.part(0, 120, pending)
+    first = jobs.run(spark, settings, subscription, config(incremental), once=True)
+    plan.part(120, 120, pending)
+    assert not pending
+    whole = jobs.run(spark, settings, subscription, config(uncapped), once=True)
+    second = jobs.run(spark, settings, subscription, config(incremental), once=True)
+
+    command = [sys.executable, "-m", "notify_transport.pipeline", "run", "--transport-url",
+               f"kafka://{kafka_bootstrap}", "--topics", subscription.base_topics[0], "--priorities", "info,error",
+               "--output", str(capped), "--source", "notify_kafka", "--lateness", LATENESS,
+               "--max-records-per-trigger", str(CAP), "--trigger-interval", "1 second", "--continuous"]
+    checkpoint = capped / "_checkpoints"
+    _run_killed(command, checkpoint, 2)
+    _run_killed(command, checkpoint, 2)
+    rest = jobs.run(spark, settings, subscription, config(capped, CAP), once=True)
+    assert rest.batches >= 2 and _commits(checkpoint) >= 6  # cut twice, finished in capped batches
+
+    archived = {row["message_id"]: (row["topic"], row["partition"]) for row in ds.dataset(
+        str(uncapped / "archive"), format="parquet", partitioning="hive").to_table(
+        columns=["message_id", "topic", "partition"]).to_pylist()}
+    assert archived == {mid: (topic, partition) for mid, (_, topic, partition) in plan.first_copy.items()}
+    assert whole.late == first.late + second.late == 1
+    assert whole.earlier_duplicates == first.earlier_duplicates + second.earlier_duplicates == 0
+
+    for output in (incremental, capped):
+        assert _archive(output) == _archive(uncapped)
+        assert _errors(output) == _errors(uncapped)
+        assert _partials(output).equals(_partials(uncapped))
+        assert load_stats(output / "stats").equals(load_stats(uncapped / "stats"))
+    producer.delete_topics([plan.info, plan.error])
+
+
+def test_a_copy_read_after_its_archived_copy_is_a_duplicate_even_with_an_earlier_broker_time(
+        spark, kafka_bootstrap, producer, tmp_path):
+    base = producer.unique_base("earlier")
+    topic = f"{base}.info"
+    producer.create_topics({topic: 2})
+    start_ms = int(time.time() * 1000) - 60_000
+    message = producer.notification("event.copied", "host1", "INFO")
+    producer.send(topic, message, 2.0, 1, broker_millis=start_ms + 100)
+    producer.flush()
+    settings = KafkaSettings.from_url(f"kafka://{kafka_bootstrap}")
+    config = jobs.PipelineConfig(output=str(tmp_path), source_format="notify_kafka")
+    first = jobs.run(spark, settings, Subscription(base_topics=(base,)), config, once=True)
+    # a copy created before the archived one (a producer's clock), appended after the first run
+    producer.send(topic, message, 2.0, 0, broker_millis=start_ms + 50)
+    producer.flush()
+    second = jobs.run(spark, settings, Subscription(base_topics=(base,)), config, once=True)
+    assert (first.notifications, second.notifications, second.duplicates) == (1, 0, 1)
+    assert second.earlier_duplicates == 1
+    kept = ds.dataset(str(tmp_path / "archive"), format="parquet", partitioning="hive").to_table(
+        columns=["message_id", "partition"]).to_pylist()
+    assert kept == [{"message_id": message["message_id"], "partition": 1}]
+    producer.delete_topics([topic])

@@ -1,0 +1,43 @@
+"""The JVM class-data-sharing archive: adopted once its writer exited, one dump at a time."""
+import os
+import subprocess
+import sys
+
+import pytest
+
+pytest.importorskip("pyspark", reason="the spark extra is not installed")
+
+from notify_transport.pipeline.class_cache import ClassCache  # noqa: E402
+
+
+def _dead_pid() -> int:
+    child = subprocess.Popen([sys.executable, "-c", "pass"])
+    child.wait()
+    return child.pid
+
+
+def test_first_run_writes_a_dump_and_the_next_adopts_it_once_its_jvm_exited(tmp_path):
+    first = ClassCache(tmp_path)
+    assert "-XX:ArchiveClassesAtExit=" in first.java_options()
+    assert first.dump is not None
+    first.dump.write_bytes(b"archive")  # what the JVM writes at exit
+    first.started(os.getpid())  # a JVM that still runs
+
+    writing = ClassCache(tmp_path)
+    assert "SharedArchiveFile" not in writing.java_options() and writing.dump is None  # no second dump
+
+    first.started(_dead_pid())
+    done = ClassCache(tmp_path)
+    assert done.java_options().startswith(f"-XX:SharedArchiveFile={done.archive} ")
+    assert done.archive.read_bytes() == b"archive" and not list(tmp_path.glob("*.dump"))
+
+
+def test_an_empty_dump_of_an_exited_jvm_is_dropped(tmp_path):
+    first = ClassCache(tmp_path)
+    first.java_options()
+    assert first.dump is not None
+    first.dump.write_bytes(b"")
+    first.started(_dead_pid())
+    again = ClassCache(tmp_path)
+    assert "-XX:ArchiveClassesAtExit=" in again.java_options()
+    assert not again.archive.exists() and list(tmp_path.glob("*.dump")) == []
