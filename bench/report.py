@@ -62,6 +62,22 @@ class Measure:
     impls: tuple[str, ...] = IMPLS
 
 
+def _storm_rows(key: str, broker: str) -> tuple[Measure, ...]:
+    """The broker restart storm's rows for one broker (issue 19's goals as targets); ours only:
+    the storm counts through notify-transport's delivery stats, which oslo.messaging lacks."""
+    ours = ("ours",)
+    return (
+        Measure(key, f"Kafka restart storm, {broker} (ours only): sends failed", "failed_pct",
+                "% of sent", (Target("abs_max", 1),), False, impls=ours),
+        Measure(key, "  longest Notifier.info call", "longest_call", "s",
+                (Target("abs_max", 10),), False, impls=ours),
+        Measure(key, "  first delivery after the broker answers (worst restart)",
+                "first_delivery_worst_s", "s", (), False, impls=ours),
+        Measure(key, "  lost silently (not in the topic, not failed)", "lost_silently", "msgs",
+                (Target("abs_max", 0),), False, impls=ours),
+    )
+
+
 MEASURES: tuple[Measure, ...] = (
     Measure("kafka_send", "Kafka notify send (delivered)", "rate", "msg/s",
             (Target("vs_oslo_min", 10), Target("vs_raw_min", 0.5))),
@@ -78,6 +94,8 @@ MEASURES: tuple[Measure, ...] = (
             (), raw_metric="decode_rate", impls=("ours", "raw")),
     Measure("serve_w1", "serve dispatch, 1 worker, 4 partitions", "rate", "msg/s", impls=("ours",)),
     Measure("serve_w2", "serve dispatch, 2 workers, 4 partitions", "rate", "msg/s", impls=("ours",)),
+    *_storm_rows("storm_noida", "noida-db"),
+    *_storm_rows("storm_tansu", "Tansu"),
     Measure("kafka_e2e", "Kafka e2e latency p50 @500/s", "p50_ms", "ms", (), False),
     Measure("kafka_e2e", "Kafka e2e latency p99 @500/s", "p99_ms", "ms",
             (Target("abs_max", 10),), False),

@@ -34,7 +34,12 @@ from bench.procs import Worker, WorkerError, run_worker
 LOG = logging.getLogger("bench")
 RESULTS_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "results")
 
-KAFKA_MEASURES = ("kafka_send", "kafka_listen", "kafka_e2e", "serve_workers")
+#: measures on the run's one Kafka broker (noida-db or --kafka-bootstrap)
+SHARED_KAFKA_MEASURES = ("kafka_send", "kafka_listen", "kafka_e2e", "serve_workers")
+#: the broker restart storm kills its brokers: it starts its own noida-db and Tansu
+KAFKA_MEASURES = SHARED_KAFKA_MEASURES + ("kafka_restart_storm",)
+#: the brokers the storm runs on, each a row group of its own (results key ``storm_<broker>``)
+STORM_BROKERS = ("noida", "tansu")
 RABBIT_MEASURES = ("rpc", "rabbit_notify")
 ALL_MEASURES = KAFKA_MEASURES + RABBIT_MEASURES
 
@@ -66,13 +71,17 @@ class Sizes:
     serve_partitions: int = 4
     serve_count: int = 100_000
     serve_max_seconds: float = 60.0
+    #: broker restart storm (issue 19): SIGKILL + restart cycles per broker, seconds down each
+    storm_cycles: int = 3
+    storm_down: float = 3.0
 
     @classmethod
     def quick(cls) -> "Sizes":
         return cls(send_count=10_000, send_warmup=500, send_max_seconds=6.0, listen_count=8_000,
                    listen_max_seconds=5.0, listen_idle_seconds=1.5, e2e_seconds=3.0, rpc_warmup=20, rpc_seq_calls=500,
                    rpc_seq_seconds=1.5, rpc_thread_seconds=2.0, rpc_casts=500,
-                   rabbit_notify_count=1_000, rabbit_notify_warmup=50, rounds=1, serve_count=20_000)
+                   rabbit_notify_count=1_000, rabbit_notify_warmup=50, rounds=1, serve_count=20_000,
+                   storm_cycles=1)
 
 
 def build_parser(parser: argparse.ArgumentParser | None = None) -> argparse.ArgumentParser:
@@ -148,6 +157,12 @@ def median_result(results: list[dict], metric: str) -> dict:
     if failed:
         chosen["note"] = f"{len(failed)} of {len(results)} rounds failed: {failed[0]}"
     return chosen
+
+
+def storm_seconds(sizes: Sizes) -> float:
+    """About how long one broker's restart storm takes: start, 2 s before the first kill, per
+    cycle the time down, a restart and 4 s up, then the final flush and the read-back."""
+    return 15 + sizes.storm_cycles * (sizes.storm_down + 8)
 
 
 def _versions() -> dict[str, str]:
@@ -327,6 +342,18 @@ class Run:
             result["partitions"] = s.serve_partitions
             self.record(key, "ours", result)
 
+    def kafka_restart_storm(self) -> None:
+        """The broker restart storm of ``bench/kafka_restart_storm.py`` on noida-db and Tansu, each
+        started for it (ours only: the storm counts through notify-transport's delivery stats)."""
+        if "ours" not in self.impls:
+            return
+        s = self.sizes
+        for name in STORM_BROKERS:
+            result = run_worker("bench.kafka_restart_storm:measure", dict(
+                broker=name, cycles=s.storm_cycles, down=s.storm_down),
+                timeout=storm_seconds(s) * 3 + 120, name=f"kafka_restart_storm/{name}")
+            self.record(f"storm_{name}", "ours", result)
+
     def kafka_e2e(self) -> None:
         s = self.sizes
         for impl in self.impls:
@@ -417,7 +444,7 @@ class Run:
         print(f"bench run {self.run_id}: {', '.join(sorted(self.measures))} for "
               f"{', '.join(self.impls)} (budget {self.budget:.0f}s)", flush=True)
         try:
-            if self.measures & set(KAFKA_MEASURES):
+            if self.measures & set(SHARED_KAFKA_MEASURES):
                 with brokers.kafka_broker(self.args.kafka_bootstrap) as (bootstrap, described):
                     self.bootstrap = bootstrap
                     meta["kafka"] = described
@@ -439,6 +466,9 @@ class Run:
                         procs.kill_all()
                         deleted = brokers.delete_topics(bootstrap, self.prefix)
                         meta["kafka_topics_deleted"] = len(deleted)
+            if "kafka_restart_storm" in self.measures:  # after: noida-db busy-polls when idle
+                self.guarded("kafka_restart_storm", self.kafka_restart_storm,
+                             storm_seconds(self.sizes) * len(STORM_BROKERS))
             if self.measures & set(RABBIT_MEASURES):
                 with brokers.RabbitVhost(self.run_id, self.args.rabbit_host, self.args.rabbit_port,
                                          self.args.rabbit_user, self.args.rabbit_password) as vhost:

@@ -134,10 +134,44 @@ def test_json_document_round_trips(tmp_path):
     assert not os.path.exists(path + ".tmp")
 
 
+def _storm(**fields):
+    from bench.kafka_restart_storm import StormResult
+
+    return StormResult("noida", 8, 400.0, 3, 3.0, **fields)
+
+
+def test_storm_result_becomes_the_rows_numbers(monkeypatch):
+    from bench import kafka_restart_storm
+
+    monkeypatch.setattr(kafka_restart_storm, "storm", lambda name, **kw: _storm(
+        sent=1000, failed=5, delivered=995, longest_call=0.5, missing=2,
+        first_delivery_after_answer=[0.9, 2.5, 1.2]))
+    out = kafka_restart_storm.measure("noida")
+    assert out["failed_pct"] == pytest.approx(0.5) and out["first_delivery_worst_s"] == 2.5
+    assert out["lost_silently"] == 2 and out["longest_call"] == 0.5
+    json.dumps(out)   # a worker result travels as JSON
+    rows = [r for r in report.evaluate({"storm_noida": {"ours": out}}) if r.measure == "storm_noida"]
+    assert [r.verdict for r in rows] == ["PASS", "PASS", "-", "FAIL"]   # 2 lost silently > 0
+    assert all(r.values["oslo"] is None and r.values["raw"] is None for r in rows)
+
+
+def test_storm_restart_without_delivery_has_no_worst_time(monkeypatch):
+    from bench import kafka_restart_storm
+
+    monkeypatch.setattr(kafka_restart_storm, "storm", lambda name, **kw: _storm(
+        sent=10, first_delivery_after_answer=[0.9, -1.0]))
+    out = kafka_restart_storm.measure("noida")
+    assert "first_delivery_worst_s" not in out and "1 of 2 restarts saw no delivery" in out["note"]
+    first_delivery = report.evaluate({"storm_tansu": {"ours": out}})[2]
+    assert first_delivery.label.startswith("  first delivery") and first_delivery.values["ours"] is None
+
+
 # -- options ---------------------------------------------------------------------
 
 def test_only_selects_groups_and_names():
     assert run._selected("kafka") == set(run.KAFKA_MEASURES)
+    assert "kafka_restart_storm" in run._selected("kafka")
+    assert run._selected("kafka_restart_storm") == {"kafka_restart_storm"}
     assert run._selected("rabbit,kafka_e2e") == set(run.RABBIT_MEASURES) | {"kafka_e2e"}
     with pytest.raises(SystemExit, match="unknown measure"):
         run._selected("kafka,nope")
@@ -146,6 +180,7 @@ def test_only_selects_groups_and_names():
 def test_quick_sizes_are_smaller_and_overrides_apply():
     full, quick = run.Sizes(), run.Sizes.quick()
     assert quick.send_count < full.send_count and quick.e2e_seconds < full.e2e_seconds
+    assert quick.storm_cycles == 1 < full.storm_cycles
     args = run.build_parser().parse_args(["--quick", "--send-count", "123", "--impls", "ours,raw"])
     r = run.Run(args)
     assert r.sizes.send_count == 123 and r.impls == ["ours", "raw"] and r.budget == 90.0
