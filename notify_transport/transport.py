@@ -19,7 +19,7 @@ from notify_transport import options
 from notify_transport.drivers.base import BaseDriver, Listener
 from notify_transport.exceptions import (ConfigurationError, DriverLoadFailure, InvalidTarget, InvalidTransportURL,
                                          NotSupported)
-from notify_transport.integrations.eventlet_support import api_offload
+from notify_transport.integrations.eventlet_support import api_offload, drain_logs
 from notify_transport.target import Target
 from notify_transport.url import TransportHost, TransportURL
 
@@ -133,6 +133,7 @@ class Transport:
             self._driver.cleanup()
         else:
             self._offload(self._driver.cleanup)
+            drain_logs()  # what the driver logged while closing (in tpool), before the process may exit
 
     def __enter__(self: _T) -> _T:
         return self

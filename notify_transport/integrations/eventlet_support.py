@@ -259,6 +259,11 @@ def api_offload(driver_cls: type) -> Offload | None:
     return offload
 
 
+def drain_logs() -> int:
+    """Emit now (on the hub) what native threads logged, e.g. while a driver closed; return how many."""
+    return _log_bridge.drain() if _log_bridge is not None else 0
+
+
 def log_bridge(offload: Offload) -> NativeLogBridge | None:
     """The process's bridge, attached to notify-transport's loggers and started (on the hub only)."""
     global _log_bridge

@@ -46,10 +46,19 @@ CHILD = textwrap.dedent("""
             ticks[0] += 1
             eventlet.sleep(0.01)
     eventlet.spawn(ticker)
+    import logging
+    class Collect(logging.Handler):
+        def __init__(self):
+            super().__init__()
+            self.records = []
+        def emit(self, record):
+            self.records.append(record)
+    collect = Collect()
+    logging.getLogger().addHandler(collect)
 
     out = {}
     # nothing listens there; delivery_timeout far beyond the flush below, so the message stays pending
-    url = f"kafka://127.0.0.1:{sys.argv[1]}?delivery_timeout=600&exit_flush_timeout=0"
+    url = f"kafka://127.0.0.1:{sys.argv[1]}?delivery_timeout=600&exit_flush_timeout=0&flush_timeout=1"
     transport = notify_transport.get_notification_transport(conf, url)
     out["native_threads"] = producer.threading is patcher.original("threading")
     notifier = notify_transport.Notifier(transport, publisher_id="p", driver="messagingv2", topics=["t"])
@@ -68,6 +77,9 @@ CHILD = textwrap.dedent("""
     except ConfigurationError as exc:
         out["listener"] = "ntkafka://" in str(exc) and "oslo.messaging" in str(exc)
     transport.cleanup()
+    # the producer says at cleanup (in a tpool thread) that the message is lost: emitted by now
+    out["cleanup_logged"] = any(r.levelno == logging.ERROR and "not confirmed" in r.getMessage()
+                                for r in collect.records)
 
     fake = notify_transport.get_notification_transport(conf, "fake://")
     notify_transport.Notifier(fake, publisher_id="p", driver="messagingv2", topics=["t"]).info({}, "e", {})
@@ -97,6 +109,10 @@ def test_a_send_and_a_flush_leave_the_hub_running(patched_child) -> None:
 
 def test_a_kafka_listener_is_refused_with_a_pointer_to_ntkafka(patched_child) -> None:
     assert patched_child["listener"] is True
+
+
+def test_what_the_driver_logs_while_closing_is_emitted_when_cleanup_returns(patched_child) -> None:
+    assert patched_child["cleanup_logged"] is True
 
 
 def test_a_driver_outside_the_kafka_package_still_sends(patched_child) -> None:
