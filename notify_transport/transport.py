@@ -10,7 +10,7 @@ import logging
 import weakref
 from importlib import metadata as importlib_metadata
 from types import TracebackType
-from typing import Any, Iterable, TypeVar
+from typing import Any, Callable, Iterable, NoReturn, TypeVar
 
 from oslo_config import cfg
 from stevedore import driver as sv_driver
@@ -18,7 +18,9 @@ from stevedore.exception import NoMatches
 
 from notify_transport import options
 from notify_transport.drivers.base import BaseDriver, Listener
-from notify_transport.exceptions import DriverLoadFailure, InvalidTarget, InvalidTransportURL, NotSupported
+from notify_transport.exceptions import (ConfigurationError, DriverLoadFailure, InvalidTarget, InvalidTransportURL,
+                                         NotSupported)
+from notify_transport.integrations.eventlet_support import api_offload, drain_logs
 from notify_transport.target import Target
 from notify_transport.url import TransportHost, TransportURL
 
@@ -78,10 +80,14 @@ class Transport:
     ``with get_notification_transport(conf) as transport:`` calls
     :meth:`cleanup` on leaving the block (pending sends flushed, connections
     closed), also when the block raised.
+
+    ``offload`` (set by the factories in an eventlet-monkey-patched process,
+    for the Kafka driver) runs the calls that may wait off eventlet's hub.
     """
 
-    def __init__(self, driver: BaseDriver) -> None:
+    def __init__(self, driver: BaseDriver, offload: Callable[..., Any] | None = None) -> None:
         self._driver = driver
+        self._offload = offload
         self.conf = driver.conf
         self.url: TransportURL = driver.url
         try:
@@ -100,7 +106,10 @@ class Transport:
                            version: float, retry: int | None = None) -> None:
         if not target.topic:
             raise InvalidTarget("A topic is required to send", target)
-        self._driver.send_notification(target, ctxt, message, version, retry=retry)
+        if self._offload is None:
+            self._driver.send_notification(target, ctxt, message, version, retry=retry)
+        else:
+            self._offload(self._driver.send_notification, target, ctxt, message, version, retry=retry)
 
     def _listen_for_notifications(self, targets_and_priorities: list[tuple[Target, str]],
                                   pool: str | None, batch_size: int = 1,
@@ -108,6 +117,12 @@ class Transport:
         for target, _priority in targets_and_priorities:
             if not target.topic:
                     raise InvalidTarget("A topic is required to listen", target)
+        if self._offload is not None:
+            raise ConfigurationError(
+                f"The {self.url.transport} driver cannot listen through notify_transport's own API in "
+                "an eventlet-monkey-patched process (its threads would run the callbacks off the hub); "
+                "listen through oslo.messaging with transport_url ntkafka://..., which runs it there, "
+                "or listen in a process that is not monkey-patched")
         return self._driver.listen_for_notifications(
             targets_and_priorities, pool, batch_size, batch_timeout, **options)
 
@@ -123,7 +138,9 @@ class Transport:
 
     def flush(self, timeout: float | None = None) -> int:
         """Wait for sent notifications to be confirmed; return how many are still pending."""
-        return self._driver.flush(timeout)
+        if self._offload is None:
+            return self._driver.flush(timeout)
+        return self._offload(self._driver.flush, timeout)
 
     def delivery_stats(self) -> dict[str, int]:
         """The driver's counters of sent, delivered and failed notifications."""
@@ -132,7 +149,11 @@ class Transport:
     def cleanup(self) -> None:
         """Flush pending sends and close connections."""
         try:
-            self._driver.cleanup()
+            if self._offload is None:
+                self._driver.cleanup()
+            else:
+                self._offload(self._driver.cleanup)
+                drain_logs()  # what the driver logged while closing (in tpool), before the process may exit
         finally:
             _OPEN.discard(self._driver)
 
@@ -155,13 +176,15 @@ class RPCTransport(Transport):
 def load_driver(conf: cfg.ConfigOpts, url: TransportURL,
                 allowed_remote_exmods: Iterable[str] | None = None) -> BaseDriver:
     """Instantiate the driver registered for ``url.transport``."""
+    return _build_driver(_driver_factory(url), conf, url, allowed_remote_exmods)
+
+
+def _driver_factory(url: TransportURL) -> Any:
+    """What is registered for ``url.transport`` (a driver class), loaded but not called yet."""
     if not url.transport:
         raise InvalidTransportURL(url.redacted(), "The transport URL names no driver")
-    kwargs = dict(default_exchange=conf.control_exchange,
-                  allowed_remote_exmods=list(allowed_remote_exmods or []))
     try:
-        mgr = sv_driver.DriverManager(DRIVER_NAMESPACE, url.transport, invoke_on_load=True,
-                                      invoke_args=(conf, url), invoke_kwds=kwargs,
+        mgr = sv_driver.DriverManager(DRIVER_NAMESPACE, url.transport, invoke_on_load=False,
                                       on_load_failure_callback=_raise_load_failure)
     except NoMatches:
         raise DriverLoadFailure(
@@ -170,24 +193,42 @@ def load_driver(conf: cfg.ConfigOpts, url: TransportURL,
             f"installed drivers: {', '.join(installed_drivers()) or 'none'}") from None
     except RuntimeError as exc:  # stevedore's "multiple drivers" error
         raise DriverLoadFailure(url.transport, str(exc)) from None
-    driver = mgr.driver
+    return mgr.driver
+
+
+def _build_driver(factory: Any, conf: cfg.ConfigOpts, url: TransportURL,
+                  allowed_remote_exmods: Iterable[str] | None) -> BaseDriver:
+    name = url.transport or ""
+    try:
+        driver = factory(conf, url, default_exchange=conf.control_exchange,
+                         allowed_remote_exmods=list(allowed_remote_exmods or []))
+    except Exception as exc:  # noqa: BLE001 - as stevedore reports a failed invoke_on_load
+        _raise_failure(name, exc)
     if not isinstance(driver, BaseDriver):
-        raise DriverLoadFailure(url.transport, f"{type(driver).__name__} registered under "
+        raise DriverLoadFailure(name, f"{type(driver).__name__} registered under "
                                 f"{DRIVER_NAMESPACE!r} is not a notify_transport.drivers.base.BaseDriver")
     return driver
 
 
 def _raise_load_failure(manager: Any, entrypoint: Any, exc: BaseException) -> None:
+    _raise_failure(entrypoint.name, exc)
+
+
+def _raise_failure(name: str, exc: BaseException) -> NoReturn:
+    """Raise ``exc`` if it says what is wrong (a bad URL or value), else a DriverLoadFailure."""
     if isinstance(exc, (InvalidTransportURL, DriverLoadFailure)) or isinstance(exc, ValueError):
         raise exc
-    raise DriverLoadFailure(entrypoint.name, f"Driver {entrypoint.name!r} failed to load: {exc}") from exc
+    raise DriverLoadFailure(name, f"Driver {name!r} failed to load: {exc}") from exc
 
 
 def _make(cls: type[Transport], conf: cfg.ConfigOpts, url: str | TransportURL | None,
           allowed_remote_exmods: Iterable[str] | None) -> Transport:
     parsed = TransportURL.parse(conf, url)
     LOG.debug("Loading %s driver for %s", parsed.transport, parsed.redacted())
-    return cls(load_driver(conf, parsed, allowed_remote_exmods))
+    factory = _driver_factory(parsed)
+    # under eventlet: the Kafka driver's threads native and its waits off the hub, set up before it is built
+    offload = api_offload(factory) if isinstance(factory, type) else None
+    return cls(_build_driver(factory, conf, parsed, allowed_remote_exmods), offload)
 
 
 def get_notification_transport(conf: cfg.ConfigOpts, url: str | TransportURL | None = None,

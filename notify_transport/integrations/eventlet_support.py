@@ -46,6 +46,17 @@ The design, in three parts, all confined to the oslo.messaging integration
    (``queue.SimpleQueue``, which takes no Python lock) and a green thread on
    the hub emits them, at most :data:`LOG_DRAIN_INTERVAL` later.
 
+notify-transport's own public API (``get_notification_transport`` with
+``kafka://``) uses parts 1 to 3 for senders, through :func:`api_offload`,
+which :mod:`notify_transport.transport` asks when it loads a driver: in a
+monkey-patched process the Kafka driver gets native threads and the log
+bridge before it is built, and the transport's calls that may wait (send,
+flush, cleanup) go through :class:`Offload`. A listener of the Kafka driver
+made through that API is refused there (its dispatch threads would run the
+application's callbacks on native threads): such services listen through
+oslo.messaging with ``ntkafka://``. eventlet is still imported only when the
+process already imported it.
+
 Limits: each listener that polls holds one tpool thread for at most a poll
 slice (one second) at a time, and tpool has ``EVENTLET_THREADPOOL_SIZE``
 threads (20 by default): a service with many listeners should raise it.
@@ -99,6 +110,12 @@ def kafka_driver_modules() -> list[ModuleType]:
     return [module for name, module in list(sys.modules.items())
             if module is not None and (name in NATIVE_MODULES or name == NATIVE_PACKAGE
                                        or name.startswith(NATIVE_PACKAGE + "."))]
+
+
+def runs_native_threads(driver_cls: type) -> bool:
+    """Whether ``driver_cls`` is defined in the package that :func:`use_native_threads` switches."""
+    module = driver_cls.__module__
+    return module == NATIVE_PACKAGE or module.startswith(NATIVE_PACKAGE + ".")
 
 
 def use_native_threads() -> int:
@@ -223,6 +240,28 @@ class NativeLogBridge(logging.Filter):
                 logger.addFilter(self)
                 added += 1
         return added
+
+
+def api_offload(driver_cls: type) -> Offload | None:
+    """For notify-transport's own API: prepare ``driver_cls`` for this process, before it is built.
+
+    None when nothing is needed (no monkey-patching, or a driver outside the
+    Kafka package, whose threads and sockets eventlet greens as a whole);
+    otherwise the Kafka driver's modules are switched to native threads, the
+    log bridge runs, and the returned :class:`Offload` is what the transport
+    sends its calls that may wait through.
+    """
+    if not runs_native_threads(driver_cls) or not monkey_patched():
+        return None
+    offload = Offload(patched=True)
+    use_native_threads()
+    log_bridge(offload)
+    return offload
+
+
+def drain_logs() -> int:
+    """Emit now (on the hub) what native threads logged, e.g. while a driver closed; return how many."""
+    return _log_bridge.drain() if _log_bridge is not None else 0
 
 
 def log_bridge(offload: Offload) -> NativeLogBridge | None:
