@@ -161,50 +161,26 @@ from notify_transport.cli import demo, pipeline_cmd, serve  # noqa: E402 - the b
 from notify_transport.cli.ops import lag, replay, send, tail, topics  # noqa: E402
 
 
-class Demo(ModuleCommand):
-    """run notifier and listener pools and show what flows (main job)"""
-    module = demo
+def _command(name: str, base: type, module: Any, summary: str) -> type:
+    """A command class of the entry point group; ``summary`` is its line in ``notify-transport help``."""
+    return type(name, (base,), {"module": module, "__doc__": summary})
 
 
-class Send(ModuleCommand):
-    """send notifications"""
-    module = send
+def _add_parser_only(add_parser: Callable[[Any], Any]) -> Any:
+    """Stands for a command module whose ``add_parser`` sets the body (``func``) itself."""
+    return type("module", (), {"add_parser": staticmethod(add_parser)})
 
 
-class Tail(ModuleCommand):
-    """follow topics and print notifications as they come (streams; -f value|json)"""
-    module = tail
-
-
-class Lag(ModuleLister):
-    """show each pool's committed offset, end offset and lag"""
-    module = lag
-
-
-class Replay(ModuleLister):
-    """reset a pool's offsets to a time or offset to receive again (the plan is a list)"""
-    module = replay
-
-
-class Topics(ModuleLister):
-    """list notification topics per vhost with their sizes"""
-    module = topics
-
-
-class Serve(ModuleLister):
-    """run the listeners registered through entry points (--list: a list)"""
-    module = serve
-
-
-class PipelineRun(ModuleCommand):
-    """Spark pipeline: run the archive and statistics jobs"""
-
-    class module:  # noqa: N801 - stands for a command module
-        add_parser = staticmethod(pipeline_cmd.add_run_parser)
-
-
-class PipelineReport(ModuleCommand):
-    """Spark pipeline: build the HTML report from the job outputs"""
-
-    class module:  # noqa: N801 - stands for a command module
-        add_parser = staticmethod(pipeline_cmd.add_report_parser)
+Demo = _command("Demo", ModuleCommand, demo, "run notifier and listener pools and show what flows (main job)")
+Send = _command("Send", ModuleCommand, send, "send notifications")
+Tail = _command("Tail", ModuleCommand, tail,
+                "follow topics and print notifications as they come (streams; -f value|json)")
+Lag = _command("Lag", ModuleLister, lag, "show each pool's committed offset, end offset and lag")
+Replay = _command("Replay", ModuleLister, replay,
+                  "reset a pool's offsets to a time or offset to receive again (the plan is a list)")
+Topics = _command("Topics", ModuleLister, topics, "list notification topics per vhost with their sizes")
+Serve = _command("Serve", ModuleLister, serve, "run the listeners registered through entry points (--list: a list)")
+PipelineRun = _command("PipelineRun", ModuleCommand, _add_parser_only(pipeline_cmd.add_run_parser),
+                       "Spark pipeline: run the archive and statistics jobs")
+PipelineReport = _command("PipelineReport", ModuleCommand, _add_parser_only(pipeline_cmd.add_report_parser),
+                          "Spark pipeline: build the HTML report from the job outputs")

@@ -19,8 +19,7 @@ from oslo_config import cfg
 
 from notify_transport.cli.common import configured_url, load_conf
 from notify_transport.drivers.kafka import client_properties
-from notify_transport.drivers.kafka.cluster import (NO_OFFSET, UNREACHABLE, ClusterAdmin, ClusterError,
-                                                    ClusterUnavailable, GroupInfo, Member, Partition)
+from notify_transport.drivers.kafka.cluster import ClusterAdmin
 from notify_transport.drivers.kafka.driver import KafkaDriver
 from notify_transport.exceptions import ConfigurationError, DriverLoadFailure, InvalidTarget
 from notify_transport.target import Target
@@ -29,10 +28,6 @@ from notify_transport.transport import NotificationTransport, get_notification_t
 LOG = logging.getLogger(__name__)
 #: librdkafka's own log lines (connection refused, ...): std logging, shown with -v.
 RDKAFKA_LOG = logging.getLogger("notify_transport.cli.librdkafka")
-
-#: What the commands import from here (the cluster operations live in the driver package).
-__all__ = ["NO_OFFSET", "UNREACHABLE", "ClusterError", "ClusterUnavailable", "GroupInfo", "KafkaCluster",
-           "Member", "Partition", "default_topics", "open_cluster", "open_transport"]
 
 
 class KafkaCluster(ClusterAdmin):

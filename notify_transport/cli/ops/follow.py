@@ -22,7 +22,8 @@ from typing import Iterator, Sequence
 
 from confluent_kafka import KafkaError
 
-from notify_transport.cli.ops.cluster import RDKAFKA_LOG, UNREACHABLE, ClusterError, KafkaCluster, Partition
+from notify_transport.drivers.kafka.cluster import UNREACHABLE, ClusterError, Partition
+from notify_transport.cli.ops.cluster import RDKAFKA_LOG, KafkaCluster
 from notify_transport.cli.ops.start import Start
 from notify_transport.drivers.envelope import decode_notification
 from notify_transport.drivers.kafka.client_properties import reader_config

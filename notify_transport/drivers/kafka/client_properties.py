@@ -16,7 +16,6 @@ import uuid
 from typing import Any, Mapping
 
 from notify_transport.exceptions import ConfigurationError
-from notify_transport.secrets import mask_properties as redact  # noqa: F401 - the clients' debug logs
 
 #: SASL mechanisms librdkafka supports; the option value is matched case-insensitively.
 SASL_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "GSSAPI", "OAUTHBEARER")

@@ -35,7 +35,7 @@ from notify_transport.drivers.base import IncomingMessage, Listener
 from notify_transport.drivers.envelope import decode_notification
 from notify_transport.drivers.kafka.cluster import ClusterAdmin
 from notify_transport.drivers.kafka.delivery.commit import CommitPolicy
-from notify_transport.drivers.kafka.client_properties import RDKAFKA_LOG, redact
+from notify_transport.drivers.kafka.client_properties import RDKAFKA_LOG
 from notify_transport.drivers.kafka.delivery.counters import DeliveryCounters
 from notify_transport.drivers.kafka.delivery.deadletter import SideProducer
 from notify_transport.drivers.kafka.message import ConsumedRecord, KafkaMessage
@@ -46,6 +46,7 @@ from notify_transport.drivers.kafka.delivery.settings import ListenerSettings
 from notify_transport.drivers.kafka.delivery.workers import OrderedWorkers, worker_index
 from notify_transport.exceptions import (ConfigurationError, DecodeError, MessagingException,
                                          MessagingTimeout)
+from notify_transport.secrets import mask_properties
 
 LOG = logging.getLogger(__name__)
 
@@ -162,7 +163,7 @@ class KafkaListener(Listener):
         config["logger"] = RDKAFKA_LOG
         if self.policy.on_commit_result is not None:
             config["on_commit"] = self.policy.on_commit_result
-        LOG.debug("%s: creating the consumer: %s", self.name, redact(self._config))
+        LOG.debug("%s: creating the consumer: %s", self.name, mask_properties(self._config))
         try:
             consumer = confluent_kafka.Consumer(config)
         except (KafkaException, ValueError, TypeError) as exc:

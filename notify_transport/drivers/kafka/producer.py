@@ -42,10 +42,11 @@ from typing import Any, Callable
 import confluent_kafka
 from confluent_kafka import KafkaError, KafkaException
 
-from notify_transport.drivers.kafka.client_properties import RDKAFKA_LOG, redact
+from notify_transport.drivers.kafka.client_properties import RDKAFKA_LOG
 from notify_transport.drivers.kafka.delivery.counters import Counter
 from notify_transport.drivers.kafka.reporting import RateLimitedLog
 from notify_transport.exceptions import MessageDeliveryFailure
+from notify_transport.secrets import mask_properties
 
 LOG = logging.getLogger(__name__)
 
@@ -191,7 +192,7 @@ class KafkaProducer:
         if config.get("enable.idempotence") and "statistics.interval.ms" not in config:
             config["statistics.interval.ms"] = _STATS_INTERVAL_MS
             config["stats_cb"] = functools.partial(self._on_stats, handle)
-        LOG.debug("Creating Kafka producer for %s: %s", self.name, redact(self._config))
+        LOG.debug("Creating Kafka producer for %s: %s", self.name, mask_properties(self._config))
         try:
             handle.client = confluent_kafka.Producer(config)
         except (KafkaException, ValueError, TypeError) as exc:
@@ -430,15 +431,7 @@ class KafkaProducer:
         handle = self._current
         client = handle.client if handle is not None else None
         if handle is not None and client is not None:
-            try:
-                client.poll(timeout)
-            except RuntimeError:
-                pass
-            except KafkaException as exc:
-                err = fatal_error(exc)
-                if err is None:
-                    raise
-                self._condemn(handle, err)
+            self._serve_on(handle, client.poll, timeout)
         if self._old:
             self._retire_condemned()
 
@@ -455,15 +448,19 @@ class KafkaProducer:
             if handle is None or client is None or not self.pending \
                     or (left is not None and left <= 0):
                 return self.pending
-            try:
-                _serve_reports(client, 1.0 if left is None else min(1.0, left))
-            except RuntimeError:
-                pass
-            except KafkaException as exc:
-                err = fatal_error(exc)
-                if err is None:
-                    raise
-                self._condemn(handle, err)
+            self._serve_on(handle, functools.partial(_serve_reports, client), 1.0 if left is None else min(1.0, left))
+
+    def _serve_on(self, handle: _Client, serve: Callable[[float], Any], timeout: float) -> None:
+        """``serve(timeout)`` on ``handle``'s client; a fatal error condemns the client."""
+        try:
+            serve(timeout)
+        except RuntimeError:  # closed under us
+            pass
+        except KafkaException as exc:
+            err = fatal_error(exc)
+            if err is None:
+                raise
+            self._condemn(handle, err)
 
     def close(self, timeout: float) -> int:
         """Flush for up to ``timeout``; fail what is left (reported through the callbacks),

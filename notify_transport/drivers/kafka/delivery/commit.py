@@ -282,10 +282,5 @@ def _ignore(confirmed: bool) -> None:
     """Delivery outcome of a copy whose original was committed before dispatch (failures are logged)."""
 
 
-def default_policy(opts: Any) -> CommitPolicy:
-    """The policy the options ask for: background commits or commit before dispatch."""
-    return AutoCommit() if opts.enable_auto_commit else CommitBeforeDispatch()
-
-
 def _format(offsets: list[TopicPartition]) -> str:
     return ", ".join(f"{tp.topic}[{tp.partition}]={tp.offset}" for tp in offsets)
