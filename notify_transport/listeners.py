@@ -1,20 +1,10 @@
 """Listeners registered through entry points: the ``notify_transport.listeners`` group.
 
-A service package declares its notification endpoints the way OpenStack
-projects declare drivers, so that ``notify-transport serve`` (or one call from
-Python, :func:`get_entry_point_servers`) runs them without code of its own::
-
-    [options.entry_points]
-    notify_transport.listeners =
-        billing = mybilling.listeners:BillingEndpoint
-
-The entry names an endpoint class (built with no argument, or with the
-``ConfigOpts`` when its constructor takes one) or a factory returning an
-endpoint. Optional attributes of the endpoint describe the listener (see
-:data:`ATTRIBUTES`); a ``[listener:NAME]`` config section overrides them.
-Entries are loaded with stevedore, only the ones asked for, and an entry that
-fails to import or build is reported by name rather than half-starting a
-service.
+An entry names an endpoint class (built with no argument or with the
+``ConfigOpts``) or a factory; its attributes (:data:`ATTRIBUTES`) and a
+``[listener:NAME]`` section describe the listener (doc/source/listeners.rst).
+Entries are loaded with stevedore, only those asked for; one that fails is
+reported by name.
 """
 from __future__ import annotations
 

@@ -1,19 +1,9 @@
 """The ``notify-transport`` commands as cliff commands, around the command modules' bodies.
 
-Each command module keeps its ``add_parser(sub)`` and ``run(args) -> exit
-status``; the classes here put them on cliff: the module's arguments go on
-the cliff command's parser (:class:`_Into` stands for argparse's
-subparsers), the global options of the application are copied onto the
-command's arguments, and library errors become one line and an exit status.
-
-Listing commands are :class:`cliff.lister.Lister`: their body hands its rows
-to :func:`notify_transport.cli.ops.output.emit`, which collects them on the
-arguments, and cliff formats them (``-f table|json|yaml|csv|value``, ``-c``,
-``--sort-column``, ...). Other commands (``tail`` streams, ``send``,
-``demo``, ``pipeline``) print as they go.
-
-The commands are registered in the ``notify_transport.cli`` entry point
-group (setup.cfg), so another package adds its own commands there.
+Each command module keeps ``add_parser(sub)`` and ``run(args)``; the classes
+here put them on cliff. Listing commands are cliff ``Lister``s whose body hands
+its rows to :func:`notify_transport.cli.ops.output.emit`. The commands are the
+``notify_transport.cli`` entry point group (setup.cfg): other packages add theirs.
 """
 from __future__ import annotations
 

@@ -1,13 +1,9 @@
 """Topic naming, once for every driver, the CLI and the pipeline.
 
-A notification topic is ``topic.priority`` plus ``.vhost`` when the transport
-URL has a virtual host. :func:`notification_topic` builds names, and
-:func:`parse_topic` reads them back (the CLI labels topics with it, the
-pipeline fills its ``vhost`` column). A listener's retry and dead-letter
-topics are named from templates (``{topic}.retry.{pool}``, ``{topic}.dlq``):
-:func:`side_topic` fills one, :func:`parse_side_topic` reads a name back.
-RabbitMQ routes a notification by :func:`routing_key`. Kafka's own rules for
-topic names are checked in :mod:`notify_transport.drivers.kafka.naming`.
+Notification topics ``topic.priority[.vhost]`` (:func:`notification_topic`,
+:func:`parse_topic`), retry and dead-letter names from templates
+(:func:`side_topic`, :func:`parse_side_topic`) and RabbitMQ routing keys
+(:func:`routing_key`). Kafka's own name rules: :mod:`notify_transport.drivers.kafka.naming`.
 """
 from __future__ import annotations
 

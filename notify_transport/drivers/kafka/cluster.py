@@ -1,16 +1,9 @@
 """Kafka cluster operations, in one place: the one AdminClient user.
 
-Topics (listing, creating the ones a listener subscribes to), offsets
-(ListOffsets: earliest, latest, for a time; watermarks), a consumer group's
-committed positions and lag, setting them, and the groups and their members.
-The driver (its listeners' topic creation and metrics), the reader and the
-command-line tool all go through :class:`ClusterAdmin`.
-
-Creating missing topics matters because a consumer that subscribes to a topic
-that does not exist yet sees nothing until its next metadata refresh
-(minutes), and brokers with topic auto-creation off never create it.
-Listeners therefore create them (``topic_partitions``,
-``topic_replication_factor``) before subscribing.
+Topics (listing, creating), offsets and watermarks, committed positions and
+lag, and consumer groups, for the driver, the reader and the CLI. Listeners
+create missing topics before subscribing: a subscription to a missing topic
+sees nothing until the next metadata refresh, and auto-creation may be off.
 """
 from __future__ import annotations
 

@@ -1,24 +1,12 @@
 """The Kafka listener: one confluent-kafka Consumer in a consumer group (the pool).
 
-What it guarantees, whatever the commit policy:
-
-* ``start()`` returns once the group was joined and every assigned partition
-  has a committed position: a partition the group never read is positioned at
-  its end (or its start with ``auto_offset_reset=earliest``) *and that
-  position is committed*, so a message sent after ``start()`` returns is read
-  even when another listener of the pool takes the partition later;
-* ``poll()`` returns as soon as one message is there (no waiting for a full
-  batch), takes what else is already fetched up to the limit, and never stops
-  on a bad record: an undecodable one is logged with its coordinates and
-  skipped;
-* transient errors are logged, fatal ones raised.
-
-When offsets are committed is the :mod:`.delivery.commit` policy's business. The
-delivery features sit around the loop: retried records wait in a
-:class:`~.delivery.retry.DelayGate` until due, records that cannot be decoded go to the
-dead-letter topic when one is configured, ``submit()`` runs each dispatch
-(inline or on ordered :mod:`.delivery.workers`) with the lifecycle :mod:`.delivery.hooks`, and
-``drain()``/``abort()`` give graceful and abrupt stops.
+``start()`` returns once the group was joined and every assigned partition has
+a committed position (a partition never read gets its reset position
+committed), so a message sent after ``start()`` is read even if another member
+takes the partition later. ``poll()`` returns as soon as one message is there
+and skips (and logs) undecodable records. When offsets are committed is the
+:mod:`.delivery.commit` policy's business; retry delays, dead letters, workers
+and hooks are in :mod:`.delivery`.
 """
 from __future__ import annotations
 

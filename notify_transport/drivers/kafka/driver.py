@@ -1,21 +1,9 @@
 """The ``kafka://`` notification driver on confluent-kafka.
 
-``kafka://[user:pass@]host1:9092[,host2:9092]/[vhost][?option=value...]``
-
-* Topic = ``topic.priority`` plus ``.vhost`` when the URL has a non-empty
-  vhost, on the sending AND the listening side.
-* Pool = consumer group; without a pool, listeners share ``consumer_group``.
-* Wire format = oslo.messaging's (``messagingv2`` envelope or plain
-  ``messaging`` JSON, request context as one ``_context`` dict), so it talks to
-  oslo.messaging's Kafka driver both ways.
-* Every ``[oslo_messaging_kafka]`` option can be overridden by the URL query.
-* Listeners take the delivery options (``delivery_mode``, ``workers``,
-  ``retry_topic``, ``dead_letter_topic``, ``max_attempts``, ``retry_delay``,
-  ``start_position``, ``hooks``, ...) as keywords; see :mod:`.delivery.settings`.
-* :meth:`KafkaDriver.partition_consumer` and :meth:`KafkaDriver.read_topic`
-  read a topic from a position without a consumer group (:mod:`.reader`).
-
-RPC is not carried: :meth:`send` and :meth:`listen` raise ``NotSupported``.
+Topics are ``topic.priority[.vhost]`` on both sides, a pool is a consumer group,
+the wire format is oslo.messaging's, and the URL query overrides any
+``[oslo_messaging_kafka]`` option; listeners take the delivery options of
+:mod:`.delivery.settings`. RPC is not carried (``NotSupported``).
 """
 from __future__ import annotations
 

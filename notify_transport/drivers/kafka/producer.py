@@ -1,34 +1,13 @@
 """Producing to Kafka: the one confluent-kafka Producer wrapper, and the notifier's accounting.
 
-:class:`KafkaProducer` owns one ``confluent_kafka.Producer`` at a time and
-replaces it after a fatal error (e.g. OUT_OF_ORDER_SEQUENCE_NUMBER once a
-restarted broker lost acknowledged writes: an idempotent session cannot go
-on). What the condemned client still holds is not dropped: its messages come
-back as failed delivery reports (fatal or purge errors) carrying topic,
-value, key, headers and create time, and are produced again on the new
-client while their original ``message.timeout.ms`` has not passed. No copy is
-kept on the hot path for that. A resend may duplicate a message the broker
-did store; the message id lets consumers drop the copy.
-
-The replacement protocol: the client is swapped under a lock held only for
-the swap; the old client's report thread is stopped and joined, its
-messages purged and re-produced, and the client closed, all outside the lock
-and each bounded in time. Whichever thread saw the fatal error first does it.
-
-:class:`NotificationProducer` (the notifier) counts sends and failures on
-top: a failed delivery is reported, counted and logged with its topic and
-cause (never the payload), so nothing is dropped silently; successes are
-not reported one by one (librdkafka's ``delivery.report.only.error``): a
-notification is delivered once no client holds it any more and it did not
-fail. ``retry`` follows oslo.messaging's meaning:
-
-* ``None`` or ``-1``: librdkafka retries on its own until ``delivery_timeout``;
-* ``0``: a failed delivery is reported, never re-sent;
-* ``N > 0``: a failed delivery is produced again, up to ``N`` times, each
-  attempt with a fresh ``delivery_timeout``.
-
-The listeners' retry and dead-letter copies use :class:`KafkaProducer` too
-(:class:`~notify_transport.drivers.kafka.delivery.deadletter.SideProducer`).
+:class:`KafkaProducer` replaces its client after a fatal error (e.g.
+OUT_OF_ORDER_SEQUENCE_NUMBER after a broker lost acknowledged writes): the
+condemned client's messages come back as failed reports and are produced again
+on the new client within their ``message.timeout.ms``, with no copy kept on the
+hot path. The swap alone is under the lock; purging, re-producing and closing
+happen outside it, each bounded. :class:`NotificationProducer` counts the
+notifier's sends and failures on top (``retry`` as in oslo.messaging; see
+doc/source/delivery.rst). The retry/dead-letter copies use :class:`KafkaProducer` too.
 """
 from __future__ import annotations
 

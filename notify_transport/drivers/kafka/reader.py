@@ -1,22 +1,10 @@
 """Reading Kafka from a position without a consumer group: the one reader.
 
-* :class:`Reader`: several partitions read by one client, each from its own
-  offset and, if given, up to an end offset; partitions can be added while
-  reading. ``notify-transport tail`` follows topics with it.
-* :class:`PartitionConsumer` (Milvus's stream consumer): one partition,
-  assigned, never committed; ``receive()``, ``seek(message_id, inclusive)``,
-  ``latest_message_id()``.
-* :class:`PartitionIterator` (kafka-go's reader): iterates over one partition
-  from a position; a fetch thread fills a bounded buffer, so fetching runs
-  ahead of the caller by at most ``buffer`` records.
-* :class:`MergedIterator`: several iterators composed into one that yields
-  what any of them read, in arrival order (per partition, offset order).
-
-Partitions are assigned, never subscribed: no group is joined, nothing is
-committed, nothing is left behind on the brokers. Where reading starts is
-resolved by :mod:`.positions`. Closing a reader closes its client (and with
-it librdkafka's own threads); closing an iterator also stops and joins its
-thread: nothing is left running.
+:class:`Reader` reads several partitions, each from its own offset (``tail``);
+:class:`PartitionConsumer` one partition with ``seek``; :class:`PartitionIterator`
+iterates one partition with a fetch thread and a bounded buffer; :func:`merge`
+composes iterators. Partitions are assigned, never subscribed: no group is
+joined, nothing committed. Closing stops and joins everything it started.
 """
 from __future__ import annotations
 

@@ -1,20 +1,9 @@
 """The at-least-once commit policy (``delivery_mode = at_least_once``).
 
-An offset is committed only once the record and every record before it in its
-partition finished processing (:mod:`.tracker`): acknowledged, or copied to
-the retry or dead-letter topic and that copy confirmed by the broker.
-Commits happen
-
-* every ``commit_interval`` seconds, asynchronously, from the polling loop;
-* synchronously when partitions are revoked (before another listener of the
-  pool reads them), for those partitions;
-* synchronously on ``commit()`` and on close.
-
-A listener that dies has its uncommitted records (the ones in flight, and
-those finished since the last commit) dispatched again by the pool: at least
-once, duplicates bounded by what was in flight. Records of a revoked
-partition that finish later change nothing (their track is closed), and ones
-still waiting for a worker are skipped (:meth:`still_owned`).
+An offset is committed only once its record and every earlier one of its
+partition finished (:mod:`.tracker`): every ``commit_interval`` seconds
+asynchronously, and synchronously on revoke, ``commit()`` and close. Records of a
+revoked partition change nothing when they finish (their track is closed).
 """
 from __future__ import annotations
 

@@ -1,26 +1,12 @@
 """Commit policies: when a Kafka listener's offsets are committed.
 
-The consumer loop (:mod:`notify_transport.drivers.kafka.consumer`) fetches, decodes and hands messages out;
-*when* their offsets are committed is a policy object it calls at fixed
-points, so other delivery modes (at-least-once, retry topics) plug in without
-touching the loop:
-
-* ``on_assigned(partitions)`` after the listener took partitions (positions set);
-* ``on_polled(records)`` with every record a poll is about to return or skip,
-  before they are decoded and handed out; it may return a callable that the
-  loop calls once they are decoded, before handing them out (a commit that
-  runs while the batch is decoded is waited for there; its ``pending()``,
-  when it has one, says whether calling it now would wait);
-* ``on_undecodable(record, error)`` for a record that is skipped;
-* ``on_ack`` / ``on_requeue`` (callables or None) attached to each message;
-* ``on_revoke(partitions, lost)`` before partitions go to another listener;
-* ``commit()`` when the API asks; ``on_close()`` before the consumer closes.
-
-Policies that track each record (at-least-once) set ``take``: called with
-every record instead of ``on_polled``, it returns the per-partition object
-whose ``on_ack``/``on_requeue`` the record's message gets. ``tick()`` (when
-not None) runs at every turn of the polling loop; ``on_commit_result`` (when
-not None) becomes the consumer's ``on_commit`` callback.
+The consumer loop fetches, decodes and hands messages out; *when* offsets are
+committed is a :class:`CommitPolicy` it calls at fixed points (``on_assigned``,
+``on_polled``, ``on_undecodable``, ``on_revoke``, ``commit``, ``on_close``), so
+other delivery modes plug in without touching the loop. ``on_polled`` may return
+a callable the loop runs once the batch is decoded. Policies that track each
+record set ``take`` instead; ``tick`` runs at every turn of the loop and
+``on_commit_result`` becomes the consumer's ``on_commit``.
 """
 from __future__ import annotations
 

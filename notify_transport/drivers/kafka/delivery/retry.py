@@ -1,17 +1,9 @@
 """Requeue: retry topics processed after a delay, then the dead-letter topic.
 
-:class:`Requeuer` decides where a failed or undecodable record goes: back
-through the pool's retry topic while attempts are left (``max_attempts``,
-the first one included), else to the dead-letter topic. The listener
-subscribes to the retry topics of its topics, so retried records are
-dispatched to the same endpoints by the same pool.
-
-:class:`DelayGate` holds records of retry topics until their timestamp plus
-``retry_delay`` (zkafka's "process delay"): the first record that is not due
-pauses its partition only, so the other partitions (and the main topics) keep
-flowing, and the partition resumes when its held records are due. Held records
-are not handed out, hence never committed: if the partition is revoked
-meanwhile, its next owner reads them again.
+:class:`Requeuer` sends a failed record back through the pool's retry topic
+while attempts are left, else to the dead-letter topic. :class:`DelayGate`
+holds retried records until due, pausing only their partition; held records
+are never handed out, so never committed.
 """
 from __future__ import annotations
 
