@@ -1,12 +1,8 @@
 """What the operator commands ask of a Kafka cluster: topics, offsets, pools.
 
-Built on the transport the public API makes from the URL, so the scheme, the
-vhost, the ``[oslo_messaging_kafka]`` options (SASL, TLS, ...) and the URL
-query mean exactly what they mean to the driver: the librdkafka
-configuration comes from the driver's own builder
-(:mod:`notify_transport.drivers.kafka.client_properties`) and topic names from its
-naming (``KafkaDriver.kafka_topics``). A pool is a consumer group. Reading
-beside the pools is the driver's reader (:mod:`notify_transport.drivers.kafka.reader`).
+Built on the transport the public API makes from the URL, so options, vhost and
+query mean what they mean to the driver, whose properties builder and topic
+naming it uses. A pool is a consumer group.
 """
 from __future__ import annotations
 

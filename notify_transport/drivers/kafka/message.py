@@ -1,10 +1,7 @@
 """The IncomingMessage of the Kafka driver: Kafka fields read from the record when asked.
 
-A listener may hand out hundreds of thousands of messages a second; copying
-seven fields out of every confluent-kafka record that the dispatcher never
-looks at would cost more than the dispatch. The record is kept and the fields
-(``topic``, ``partition``, ``offset``, ``key``, ``timestamp``, ``headers``,
-``raw``) are properties over it.
+Copying seven fields out of every record would cost more than the dispatch;
+the record is kept and the fields are properties over it.
 """
 from __future__ import annotations
 

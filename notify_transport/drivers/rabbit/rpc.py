@@ -1,21 +1,10 @@
 """RPC over RabbitMQ, on the wire exactly as oslo.messaging's rabbit driver.
 
-A request is the oslo envelope of ``{"method", "args", ["namespace"],
-["version"], "_unique_id", "_context_<key>"...}``; a call adds ``_msg_id``,
-``_reply_q`` (the caller's reply queue) and ``_timeout`` (call-monitor
-interval or null). The server answers on the default exchange with routing
-key ``_reply_q``: ``{"result", "failure", "ending", "_msg_id", "_unique_id"}``,
-``failure`` being the serialized exception (see ``drivers.remote_errors``).
-``ending: false`` with no result is a call-monitor heartbeat.
-
-Each process (driver) has one reply queue, no queue per call. A waiting
-caller reads the replies itself when no other thread does (see
-``RabbitConnection.read_while_waiting``), so its reply reaches it without a
-thread hop; otherwise whoever reads (another caller, or the I/O thread) hands
-each reply straight to its caller. A cast publishes and reads its confirm the
-same way. Requests are acknowledged on delivery (oslo acknowledges them
-before dispatch: a call runs at most once), and ``_unique_id`` drops
-duplicates of a request published again after a lost confirm.
+Requests and replies are oslo's (``_msg_id``, ``_reply_q``, ``_timeout``;
+``result``/``failure``/``ending``; see ``drivers.remote_errors``). One reply
+queue per process; a waiting caller reads replies itself when no other thread
+does, so its reply needs no thread hop. Requests are acknowledged on delivery
+(at most once, as oslo) and ``_unique_id`` drops republished duplicates.
 """
 from __future__ import annotations
 
