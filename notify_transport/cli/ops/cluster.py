@@ -45,7 +45,6 @@ class KafkaCluster(ClusterAdmin):
     def __repr__(self) -> str:
         return f"<KafkaCluster {self.driver.url.redacted()}>"
 
-    # -- names ----------------------------------------------------------------
     def notification_topics(self, topics: Sequence[str], priorities: Sequence[str]) -> list[str]:
         """Kafka topics of ``topic.priority[.vhost]`` for each pair, named as the driver names them."""
         try:

@@ -139,7 +139,6 @@ class KafkaListener(Listener):
             return None
         return self if self.settings.runs_processing else None
 
-    # -- start ------------------------------------------------------------------
     def start(self) -> None:
         """Create missing topics, subscribe, and return once the group gave us our partitions."""
         if self._consumer is not None:
@@ -191,7 +190,6 @@ class KafkaListener(Listener):
             raise
         LOG.debug("%s started with partitions %s", self.name, sorted(self._assignment))
 
-    # -- rebalance callbacks (run inside consumer.poll, in the polling thread) ---
     def _on_assign(self, consumer: confluent_kafka.Consumer, partitions: list[TopicPartition]) -> None:
         try:
             positioned = self._start_positions(consumer, partitions) if partitions else partitions
@@ -270,7 +268,6 @@ class KafkaListener(Listener):
         if self._hooks.on_revoke is not None:
             self._hooks.call("on_revoke", sorted(gone))
 
-    # -- errors ---------------------------------------------------------------
     def _on_error(self, err: KafkaError) -> None:
         self._last_error = err
         if err.fatal() or err.code() in PERMANENT_ERRORS:
@@ -293,7 +290,6 @@ class KafkaListener(Listener):
             raise KafkaListenerError(f"{self.name}: {err.str()}")
         self._errors.log(logging.WARNING, code, "%s: %s", self.name, err.str())
 
-    # -- polling --------------------------------------------------------------
     def poll(self, timeout: float | None = None, max_messages: int = 1) -> list[IncomingMessage]:
         if self._ready:
             with self._lock:
@@ -475,7 +471,6 @@ class KafkaListener(Listener):
         if tick is not None:
             tick()
 
-    # -- processing -----------------------------------------------------------
     def submit(self, message: IncomingMessage, work: Callable[[IncomingMessage], Any]) -> None:
         """Run ``work(message)`` (dispatch and settle) inline or on the key's worker."""
         workers = self._workers
@@ -558,7 +553,6 @@ class KafkaListener(Listener):
         return committed, lag
 
 
-    # -- end --------------------------------------------------------------------
     def commit(self) -> None:
         if self._consumer is not None:
             self.policy.commit()

@@ -43,7 +43,7 @@ _CONTEXT_DICT = envelope.CONTEXT_DICT
 
 
 class KafkaDriver(BaseDriver):
-    """Notifications over Kafka; see the module docstring."""
+    """Notifications over Kafka: topics ``topic.priority[.vhost]``, a pool is a consumer group."""
 
     name = "kafka"
     supports_rpc = False
@@ -80,7 +80,6 @@ class KafkaDriver(BaseDriver):
     def __repr__(self) -> str:
         return f"<KafkaDriver {self.url.redacted()}>"
 
-    # -- sending --------------------------------------------------------------
     def send_notification(self, target: Target, ctxt: Any, message: dict,
                           version: float, retry: int | None = None) -> None:
         topic = self._kafka_topic_for(target.topic)
@@ -99,7 +98,6 @@ class KafkaDriver(BaseDriver):
     def delivery_stats(self) -> dict[str, int]:
         return self._producer.stats()
 
-    # -- listening --------------------------------------------------------------
     def kafka_topics(self, targets_and_priorities: Iterable[tuple[Target, str | None]]) -> list[str]:
         """The Kafka topics a listener on these pairs subscribes to, in order, without repeats."""
         topics: list[str] = []
@@ -172,7 +170,6 @@ class KafkaDriver(BaseDriver):
             return AutoCommit()
         return CommitBeforeDispatch(requeuer, settings.hooks)
 
-    # -- reading without a group ------------------------------------------------
     def partition_consumer(self, topic: str, partition: int = 0,
                            start: StartPosition | Any = "latest") -> PartitionConsumer:
         """A consumer of one partition of Kafka topic ``topic`` (a full Kafka topic name,
@@ -191,7 +188,6 @@ class KafkaDriver(BaseDriver):
         return read_topic(reader_config(self.url, self.opts), topic, parse_start_position(start),
                           until_end=until_end, buffer=buffer, timeout=self._admin.timeout)
 
-    # -- end --------------------------------------------------------------------
     def cleanup(self) -> None:
         """Flush pending notifications (bounded by ``flush_timeout``) and close every client."""
         self._producer.close()

@@ -13,13 +13,9 @@ from notify_transport.drivers.base import IncomingMessage
 
 
 class ConsumedRecord(Protocol):
-    """A record a consumer returned without error: a confluent-kafka ``Message`` as it is then.
+    """A record a consumer returned without error: ``topic()``, ``partition()`` and ``offset()`` are set.
 
-    The client's types allow None for ``topic()``, ``partition()`` and ``offset()``
-    (a ``Message`` may carry an error event instead, or be built by hand); a record
-    handed on after the error check always has them. The code that handles records
-    is typed with this protocol, and the consumer casts once per checked batch, so
-    that knowledge lives in one place at no cost per record.
+    The client's types allow None there; the consumer casts once per checked batch.
     """
 
     def topic(self) -> str: ...

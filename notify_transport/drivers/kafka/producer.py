@@ -77,10 +77,8 @@ def fatal_error(exc: KafkaException) -> KafkaError | None:
 def _serve_reports(client: confluent_kafka.Producer, timeout: float) -> None:
     """Serve delivery reports for up to ``timeout`` seconds, returning once the client holds nothing.
 
-    poll(), not flush(): when the fatal error is raised in the middle of a
-    flush(), confluent-kafka goes on calling delivery callbacks with that
-    exception pending, and they fail (SystemError) with their messages lost.
-    poll() returns with the exception instead.
+    poll(), not flush(): a fatal error raised during flush() makes the next delivery callbacks
+    fail (SystemError) and lose their messages; poll() returns with the exception.
     """
     deadline = time.monotonic() + max(0.0, timeout)
     while True:
@@ -151,7 +149,6 @@ class KafkaProducer:
     def __repr__(self) -> str:
         return f"<KafkaProducer {self.name}>"
 
-    # -- the client -------------------------------------------------------------
     def _handle(self) -> _Client:
         """The current client, created on first use (a driver that never sends opens no connection)."""
         handle = self._current
@@ -277,7 +274,6 @@ class KafkaProducer:
             # freed here, outside the lock, not by the garbage collector at any moment
             handle.client = None
 
-    # -- reports ----------------------------------------------------------------
     def _report(self, handle: _Client, report: Report, err: KafkaError | None, msg: Any) -> None:
         """A delivery report of ``handle``'s client: move the message to a new client
         if its client was condemned, else hand it to ``report``."""
@@ -341,15 +337,12 @@ class KafkaProducer:
                 KafkaError._FATAL, f"the idempotent producer bumped its epoch {current[1] - last[1]} "
                 "times in a row: the broker does not keep its producer id", fatal=True))
 
-    # -- producing --------------------------------------------------------------
     def produce(self, topic: str, value: Any, key: Any = None,
                 headers: list[tuple[str, bytes]] | None = None, on_delivery: Report | None = None,
                 timestamp: int = 0, wait: bool = True) -> None:
         """Queue one message (``on_delivery`` receives its report instead of ``on_report``).
 
-        A full local queue is waited on (``wait``: serving reports) for up to
-        ``queue_timeout``, then BufferError. A client in a fatal state is
-        replaced first and the message queued on the new one. KafkaException,
+        A full queue is waited on for up to ``queue_timeout``, then BufferError; KafkaException,
         TypeError and ValueError mean the message was refused.
         """
         # inside a delivery callback (wait=False) a client is retired after its poll, not here
@@ -532,7 +525,6 @@ class NotificationProducer:
         self.client.close(self._flush_timeout)
         self.failures.summarize()
 
-    # -- sending --------------------------------------------------------------
     def send(self, topic: str, value: bytes, key: Any = None, retry: int | None = None) -> None:
         """Queue one message; raise MessageDeliveryFailure when it cannot be queued.
 
@@ -562,7 +554,6 @@ class NotificationProducer:
             self.failed.incr()
             raise
 
-    # -- reports (run in whichever thread polls) --------------------------------
     def on_report(self, err: KafkaError | None, msg: Any) -> None:
         # only failures are reported (delivery.report.only.error): a report per
         # confirmed message would cost a Python call and the GIL each
@@ -579,7 +570,6 @@ class NotificationProducer:
         for _ in range(count):
             self.failed.incr()
 
-    # -- stats ----------------------------------------------------------------
     @property
     def pending(self) -> int:
         """Notifications neither confirmed nor reported failed: what the client still holds."""

@@ -148,7 +148,6 @@ class Reader(_Closing):
             raise MessagingException(f"{self.name} is closed")
         return self._consumer
 
-    # -- where -------------------------------------------------------------------
     def partitions_of(self, topics: Iterable[str], timeout: float | None = None
                       ) -> tuple[list[Partition], list[str]]:
         """The partitions of those of ``topics`` that exist, and the names of the others."""
@@ -218,7 +217,6 @@ class Reader(_Closing):
         """Every partition has an end and is :meth:`done`."""
         return bool(self.positions) and all(self.done(tp) for tp in self.positions)
 
-    # -- reading -----------------------------------------------------------------
     def receive(self, max_records: int = 500, timeout: float | None = None) -> list[Record]:
         """What arrived, up to ``max_records``; empty when nothing within ``timeout`` seconds
         (None: wait until something arrives)."""
@@ -276,7 +274,7 @@ class Reader(_Closing):
 
 
 class PartitionConsumer(_Closing):
-    """One partition of one topic, read from a position; see the module docstring."""
+    """One partition of one topic, read from a position, never committed (Milvus's stream consumer)."""
 
     def __init__(self, config: dict[str, Any], topic: str, partition: int = 0,
                  start: StartPosition = StartPosition(LATEST), name: str = "reader",
@@ -331,7 +329,7 @@ class PartitionConsumer(_Closing):
 
 
 class PartitionIterator(_Records):
-    """Iterates over one partition; see the module docstring.
+    """Iterates over one partition; a fetch thread fills a bounded buffer (kafka-go's reader).
 
     ``until_end``: stop at the end offset the partition had when iteration
     began (read what is there, then finish) instead of waiting for more.

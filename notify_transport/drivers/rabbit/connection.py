@@ -118,7 +118,6 @@ class RabbitConnection:
     def __repr__(self) -> str:
         return f"<RabbitConnection {self.purpose} {self.settings.url_for_logs}>"
 
-    # -- life cycle --------------------------------------------------------------
     def start(self) -> None:
         with self._start_lock:
             if not self._started:
@@ -166,13 +165,10 @@ class RabbitConnection:
             self._ioloop.add_callback_threadsafe(fn)
 
     def try_run_locked(self, fn: Callable[..., Any], *args: Any) -> bool:
-        """Run ``fn(*args)`` now on this thread under the loop's lock if that is free right
-        now; False (nothing run) if it is busy or the loop cannot lend it.
+        """Run ``fn(*args)`` now under the loop's lock if it is free; False (nothing run) otherwise.
 
-        For short, non-blocking work on pika objects (e.g. one publish): no
-        wake-up of the I/O thread, no thread hop. A caller told False hands
-        its work to the I/O thread (:meth:`call_soon`) instead of queueing for
-        the lock behind it.
+        For short non-blocking work (one publish): no wake-up, no thread hop. Told False, the
+        caller hands its work to :meth:`call_soon` rather than queue for the lock.
         """
         if not self._lending or not self._ioloop.try_lend():
             return False
@@ -197,11 +193,8 @@ class RabbitConnection:
                            recheck: float = 0.01) -> bool:
         """Before waiting for what this connection will bring, read it on this thread.
 
-        Returns when ``done()``, after ``timeout`` or at once (False, without
-        running ``first``) when another thread already reads or the loop
-        cannot lend itself; see :meth:`LendingIOLoop.read_while`. The caller
-        then waits its usual way for what is left. ``recheck``: seconds
-        between checks of ``done()`` for news that another thread brings.
+        Returns when ``done()``, after ``timeout`` or at once (False, ``first`` not run) when
+        another thread reads; see :meth:`LendingIOLoop.read_while`.
         """
         if timeout is None:
             timeout = 3600.0
@@ -235,7 +228,6 @@ class RabbitConnection:
                 self._cond.wait(remaining if remaining is not None else 1.0)
         return True
 
-    # -- channel users -------------------------------------------------------------
     def add_user(self, user: ChannelUser) -> None:
         """Give ``user`` a channel now (if connected) and after every reconnect."""
         self.start()
@@ -278,7 +270,6 @@ class RabbitConnection:
             return True
         return reason.reply_code not in (403, 530)
 
-    # -- I/O thread ----------------------------------------------------------------------
     def _run(self) -> None:
         self._io_ident = threading.get_ident()
         try:

@@ -84,7 +84,6 @@ class QueueConsumer(ChannelUser):
     def __repr__(self) -> str:
         return f"<QueueConsumer {self.name} queues={[q.name for q in self.queues]}>"
 
-    # -- any thread ------------------------------------------------------------------
     def start(self) -> None:
         self.conn.add_user(self)
 
@@ -189,7 +188,6 @@ class QueueConsumer(ChannelUser):
         self.conn.remove_user(self, timeout)
         self._ready.clear()
 
-    # -- I/O thread ----------------------------------------------------------------------
     def io_channel_open(self, channel: Channel) -> None:
         self._channel = channel
         if self._stopping:

@@ -93,10 +93,7 @@ class PendingPublish:
     def finish(self, error: BaseException | None = None, returned: str | None = None) -> bool:
         """Settle the outcome and release the waiters, once; True for the call that did.
 
-        Thread-safe: when two threads finish a message at once (say a close
-        failing it while the I/O thread confirms it), one outcome wins whole
-        and the other call changes nothing. The caller that got True owes the
-        ``on_done`` callback (:meth:`run_on_done`).
+        Thread-safe: of two concurrent calls one outcome wins whole; the winner owes ``on_done``.
         """
         if not self._settling.acquire(False):
             return False
@@ -141,9 +138,7 @@ class Publisher(ChannelUser):
     def publish(self, message: PendingPublish) -> PendingPublish:
         """Publish ``message`` (thread-safe) and return it; it completes when the broker confirms.
 
-        From another thread it is published under the connection's lock when
-        that is free, else it joins the outbox, which the I/O thread publishes
-        (only the first message of a batch wakes it). Raises
+        Under the connection's lock when free, else through the outbox. Raises
         ``MessageDeliveryFailure`` when the connection is closed.
         """
         if self.conn.in_io_thread():
@@ -194,7 +189,6 @@ class Publisher(ChannelUser):
         for message in self._take_outbox():
             self._finish(message, error=error)
 
-    # -- I/O thread ----------------------------------------------------------------
     def _io_flush_outbox(self) -> None:
         """Publish every message queued by other threads since the last wake-up."""
         for message in self._take_outbox():

@@ -40,8 +40,6 @@ NO_QUEUE_BACKOFF = Backoff(initial=0.05, factor=2.0, maximum=1.0)
 MISSING_REPLY_QUEUE_BACKOFF = Backoff(initial=0.25, factor=1.0, maximum=0.25)
 
 
-# -- client side ----------------------------------------------------------------------
-
 class _Waiter:
     """A call waiting for its reply (filled on the I/O thread)."""
 
@@ -166,7 +164,6 @@ class RpcSender:
             raise MessageDeliveryFailure(f"Not connected to RabbitMQ and retry=0: "
                                          f"{self._conn.last_error or 'connecting'}")
 
-    # -- call ------------------------------------------------------------------------------
     def call(self, target: Target, ctxt: dict, message: dict, timeout: float,
              retry: int | None, call_monitor_timeout: float | None) -> Any:
         if target.fanout:
@@ -237,7 +234,6 @@ class RpcSender:
             raise deserialize_remote_exception(waiter.failure, self._allowed)
         return waiter.result
 
-    # -- cast --------------------------------------------------------------------------------
     def cast(self, target: Target, ctxt: dict, message: dict, retry: int | None,
              transport_options: Any = None) -> None:
         exchange, key = self.route(target)
@@ -268,8 +264,6 @@ def _at_least_once(transport_options: Any) -> bool:
         return bool(transport_options.get("at_least_once"))
     return bool(getattr(transport_options, "at_least_once", False))
 
-
-# -- server side ------------------------------------------------------------------------
 
 class Replier:
     """Sends replies; waits for a missing reply queue in the background, as oslo does."""

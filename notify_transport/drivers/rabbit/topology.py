@@ -74,7 +74,6 @@ class Topology:
                                if opts.enable_cancel_on_failover else None)
         queue_arguments(opts, 0, bool(opts.rabbit_quorum_queue))  # refuse contradictions early
 
-    # -- exchanges -------------------------------------------------------------
     def topic_exchange(self, name: str | None) -> ExchangeSpec:
         return ExchangeSpec(name or self.default_exchange, "topic", self.durable,
                             bool(self.opts.amqp_auto_delete))
@@ -82,7 +81,6 @@ class Topology:
     def fanout_exchange(self, topic: str) -> ExchangeSpec:
         return ExchangeSpec(f"{topic}_fanout", "fanout", self.transient_durable, True)
 
-    # -- queues ----------------------------------------------------------------
     def topic_queue(self, exchange: ExchangeSpec, name: str, routing_keys: list[str]) -> QueueSpec:
         """A shared queue: RPC topic/server queues, notification queues."""
         return QueueSpec(name, self.durable, bool(self.opts.amqp_auto_delete),

@@ -60,7 +60,6 @@ class AtLeastOnce(CommitPolicy):
         self.tick = self._tick
         self.on_commit_result = self._on_commit_result
 
-    # -- hand-out ----------------------------------------------------------------
     def _handle(self, topic: str, partition: int) -> _Handle:
         handle = self._handles.get((topic, partition))
         if handle is None or handle.track.closed:
@@ -85,7 +84,6 @@ class AtLeastOnce(CommitPolicy):
     def in_flight(self) -> int:
         return self.tracker.in_flight
 
-    # -- outcomes --------------------------------------------------------------
     def requeue(self, handle: _Handle, message: IncomingMessage) -> None:
         record: ConsumedRecord = message.record  # type: ignore[attr-defined]
         self._copy(handle.track, record, lambda done: self.requeuer.requeue(
@@ -110,7 +108,6 @@ class AtLeastOnce(CommitPolicy):
 
         send(done)
 
-    # -- commits ---------------------------------------------------------------
     def _tick(self) -> None:
         now = time.monotonic()
         if now >= self._next_commit:

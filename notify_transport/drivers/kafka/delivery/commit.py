@@ -113,13 +113,10 @@ class _CommitJob:
 
 
 class BackgroundCommitter:
-    """A thread that runs synchronous commits, so that the broker's round trip
-    overlaps with decoding the batch instead of adding to it.
+    """A thread that runs synchronous commits, overlapping the broker's round trip with decoding.
 
-    Only one commit is in flight: the polling thread waits for it before it
-    hands the batch out and before it polls again, so offsets are still
-    committed in order and before dispatch. Consumer calls are thread-safe;
-    no poll runs while the commit does.
+    One commit in flight, waited for before the batch is handed out and before the next poll,
+    so offsets are still committed in order and before dispatch.
     """
 
     #: Most time the polling thread waits for the commit to have been sent
@@ -162,10 +159,8 @@ class BackgroundCommitter:
 class CommitBeforeDispatch(CommitPolicy):
     """oslo.messaging's semantics: a polled batch is committed synchronously before it is returned.
 
-    At most once: a listener that dies while processing loses that batch (it
-    was committed). ``requeue()`` cannot bring a message back in this mode.
-    The commit runs on a :class:`BackgroundCommitter` while the batch is
-    decoded; the batch is handed out only once the broker confirmed it.
+    At most once; ``requeue()`` cannot bring a message back. The commit runs on a
+    :class:`BackgroundCommitter` while the batch is decoded.
     """
 
     #: Attempts of the synchronous commit before the batch is handed out uncommitted.

@@ -130,10 +130,8 @@ class _Delivery:
 class SideProducer:
     """One producer per listener for retry and dead-letter copies, every delivery reported.
 
-    Built on the one producer wrapper (:class:`~notify_transport.drivers.kafka.producer.KafkaProducer`):
-    copies held by a client that hit a fatal error are sent again on its
-    replacement. Delivery reports are served by :meth:`serve` (the listener's
-    polling thread calls it), by sends waiting for room, and by :meth:`flush`.
+    On :class:`~notify_transport.drivers.kafka.producer.KafkaProducer`; reports are served by
+    :meth:`serve` (the polling thread), by sends waiting for room and by :meth:`flush`.
     """
 
     def __init__(self, config: dict[str, Any], name: str) -> None:

@@ -31,12 +31,8 @@ Confirmed = Callable[[bool], None]
 class Requeuer:
     """Sends records to the retry or the dead-letter topic and reports when they are safe.
 
-    Where a copy goes depends only on the topic the record was read from and
-    on the listener's configuration (``topics`` and the templates): a record
-    of a main topic is a fresh one (attempt 1, whatever headers it carries);
-    a record of a retry topic belongs to the main topic whose retry topic it
-    is. Headers are data copied along, never routing instructions: anyone who
-    can produce to a topic can set them.
+    Where a copy goes depends only on the topic it was read from and the configuration,
+    never on headers, which anyone who can produce to the topic can set.
     """
 
     def __init__(self, settings: ListenerSettings, side: SideProducer, pool: str,
@@ -58,7 +54,6 @@ class Requeuer:
         #: topic name -> dead-letter topic, filled on first use (templates validated then)
         self._dead: dict[str, str | None] = {}
 
-    # -- topics ----------------------------------------------------------------
     def retry_topics(self, topics: Iterable[str]) -> list[str]:
         """The retry topic of each of ``topics`` (none when retries are off)."""
         return _unique(self.settings.retry_topic_for(t, self.pool) for t in topics)
@@ -103,7 +98,6 @@ class Requeuer:
             self._dead[main] = self.settings.dead_letter_topic_for(main, self.pool)
         return self._dead[main]
 
-    # -- routing ---------------------------------------------------------------
     def requeue(self, record: ConsumedRecord, error: BaseException | None, on_done: Confirmed) -> None:
         """Processing of ``record`` failed (``error``) or was requeued (None): retry or dead-letter."""
         attempts = self.attempts_made(record) + 1
