@@ -28,7 +28,10 @@ def table_rows(text: str) -> list[tuple[str, str]]:
             rows[-1] = (rows[-1][0], line[7:])
         elif line.startswith("       ") and rows:
             behaviour, module = rows[-1]
-            rows[-1] = (behaviour + " " + line.strip(), module) if not module else (behaviour, module + " " + line.strip())
+            if module:
+                rows[-1] = (behaviour, f"{module} {line.strip()}")
+            else:
+                rows[-1] = (f"{behaviour} {line.strip()}", module)
     return rows[1:]  # the header row
 
 

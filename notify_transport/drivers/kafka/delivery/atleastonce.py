@@ -9,12 +9,12 @@ from __future__ import annotations
 
 import logging
 import time
-from typing import Any
+from typing import Any, Iterable
 
 from confluent_kafka import KafkaError, KafkaException, TopicPartition
 
 from notify_transport.drivers.base import IncomingMessage
-from notify_transport.drivers.kafka.delivery.commit import CommitPolicy
+from notify_transport.drivers.kafka.delivery.commit import CommitPolicy, format_offsets
 from notify_transport.drivers.kafka.delivery.counters import DeliveryCounters
 from notify_transport.drivers.kafka.delivery.hooks import ListenerHooks
 from notify_transport.drivers.kafka.delivery.retry import Requeuer
@@ -123,7 +123,7 @@ class AtLeastOnce(CommitPolicy):
             self.consumer.commit(offsets=offsets, asynchronous=True)
         except KafkaException as exc:
             self.counters.commit_failures.incr()
-            LOG.warning("%s: could not start a commit of %s: %s", self.name, _format(offsets),
+            LOG.warning("%s: could not start a commit of %s: %s", self.name, format_offsets(offsets),
                         exc.args[0].str())
 
     def _on_commit_result(self, err: KafkaError | None, partitions: list[TopicPartition]) -> None:
@@ -149,7 +149,7 @@ class AtLeastOnce(CommitPolicy):
                 str(tp.error) for tp in partitions if tp.error is not None))
             LOG.warning("%s: commit of %s failed: %s (retried with the next commit; records "
                         "of a partition revoked meanwhile are delivered again)", self.name,
-                        _format(partitions), text)
+                        format_offsets(partitions), text)
         if self.hooks.on_commit is not None:
             self.hooks.call("on_commit", [(tp.topic, tp.partition, tp.offset) for tp in partitions],
                             text)
@@ -183,28 +183,20 @@ class AtLeastOnce(CommitPolicy):
         tracks = self.tracker.revoke(keys)
         for key in keys:
             self._handles.pop(key, None)
-        offsets = []
-        for track in tracks:
-            position = track.close()
-            if position is not None:
-                offsets.append(TopicPartition(track.topic, track.partition, position))
+        offsets = _close(tracks)
         if lost:
             if offsets:
                 LOG.warning("%s: partitions lost before %s could be committed; those records "
-                            "will be delivered again", self.name, _format(offsets))
+                            "will be delivered again", self.name, format_offsets(offsets))
             return
         self._commit_sync(offsets)
 
     def on_close(self) -> None:
         tracks = self.tracker.revoke([(t.topic, t.partition) for t in self.tracker.tracks()])
         self._handles.clear()
-        offsets = []
-        for track in tracks:
-            position = track.close()
-            if position is not None:
-                offsets.append(TopicPartition(track.topic, track.partition, position))
-        self._commit_sync(offsets)
+        self._commit_sync(_close(tracks))
 
 
-def _format(offsets: list[TopicPartition]) -> str:
-    return ", ".join(f"{tp.topic}[{tp.partition}]={tp.offset}" for tp in offsets) or "nothing"
+def _close(tracks: Iterable[PartitionTrack]) -> list[TopicPartition]:
+    """Close each track; the commit positions of those that have one."""
+    return [TopicPartition(t.topic, t.partition, position) for t in tracks if (position := t.close()) is not None]

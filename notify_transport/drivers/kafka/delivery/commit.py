@@ -210,7 +210,7 @@ class CommitBeforeDispatch(CommitPolicy):
             # owns the partition next; it is still handed out now.
             LOG.warning("%s: could not commit offsets %s before dispatch (%s); "
                         "dispatching anyway, these messages may be delivered again",
-                        self.name, _format(offsets), err.str())
+                        self.name, format_offsets(offsets), err.str())
             return
         committed = self.committed
         for tp in offsets:
@@ -263,5 +263,6 @@ def _ignore(confirmed: bool) -> None:
     """Delivery outcome of a copy whose original was committed before dispatch (failures are logged)."""
 
 
-def _format(offsets: list[TopicPartition]) -> str:
-    return ", ".join(f"{tp.topic}[{tp.partition}]={tp.offset}" for tp in offsets)
+def format_offsets(offsets: list[TopicPartition]) -> str:
+    """``topic[partition]=offset, ...`` for log lines."""
+    return ", ".join(f"{tp.topic}[{tp.partition}]={tp.offset}" for tp in offsets) or "nothing"
