@@ -1,19 +1,9 @@
 """The one retry/backoff policy: how long to wait after the n-th failure in a row.
 
-Every loop that retries (a listener's poll, a rabbit reconnect, a publish
-waiting for a queue) asks a :class:`Backoff` for its delays instead of doubling
-a local variable, so the spacing rules live here once. It serves both shapes
-of retry in the package:
-
-* blocking loops call :meth:`Backoff.wait`, which an event (a server's stop)
-  or a deadline cuts short;
-* event loops that schedule the next attempt (pika's ``call_later``) call
-  :meth:`Backoff.delay` and schedule it themselves.
-
-The delay after ``n`` failures is ``initial * factor**(n-1) + step * (n-1)``,
-capped at ``maximum``, plus a random ``0..jitter`` (kombu's reconnect splay):
-``factor`` gives exponential spacing, ``step`` kombu's linear
-``interval_start + n * interval_step``.
+Blocking loops call :meth:`Backoff.wait` (cut short by an event or a deadline);
+event loops call :meth:`Backoff.delay` and schedule the attempt themselves.
+The delay is ``initial * factor**(n-1) + step * (n-1)``, capped at ``maximum``,
+plus a random ``0..jitter`` (kombu's reconnect splay).
 """
 from __future__ import annotations
 

@@ -77,7 +77,6 @@ class InvalidTarget(MessagingException, ValueError):
         self.target = target
 
 
-# -- RPC ---------------------------------------------------------------------
 # Names, constructor arguments and messages follow oslo.messaging, so code that
 # catches or inspects them keeps working after the import change.
 

@@ -1,12 +1,4 @@
-"""The Kafka driver's public types, in one place to import them from.
-
-Listener options and readers take and return these: lifecycle hooks
-(:class:`ListenerHooks`, which :class:`DeadLetter` reports reach), record
-coordinates (:class:`MessageId`), start positions (:class:`StartPosition`,
-:func:`parse_start_position`) and the group-less readers
-(:class:`Reader`, :class:`PartitionConsumer`, :class:`PartitionIterator`,
-:func:`merge`, :class:`Record`). They live in the modules of ``notify_transport.drivers.kafka``,
-whose layout is the driver's own business; import them from here::
+"""The Kafka driver's public types, in one place to import them from::
 
     from notify_transport.kafka import ListenerHooks, MessageId, StartPosition, merge
 """

@@ -1,20 +1,10 @@
 """Listeners registered through entry points: the ``notify_transport.listeners`` group.
 
-A service package declares its notification endpoints the way OpenStack
-projects declare drivers, so that ``notify-transport serve`` (or one call from
-Python, :func:`get_entry_point_servers`) runs them without code of its own::
-
-    [options.entry_points]
-    notify_transport.listeners =
-        billing = mybilling.listeners:BillingEndpoint
-
-The entry names an endpoint class (built with no argument, or with the
-``ConfigOpts`` when its constructor takes one) or a factory returning an
-endpoint. Optional attributes of the endpoint describe the listener (see
-:data:`ATTRIBUTES`); a ``[listener:NAME]`` config section overrides them.
-Entries are loaded with stevedore, only the ones asked for, and an entry that
-fails to import or build is reported by name rather than half-starting a
-service.
+An entry names an endpoint class (built with no argument or with the
+``ConfigOpts``) or a factory; its attributes (:data:`ATTRIBUTES`) and a
+``[listener:NAME]`` section describe the listener (doc/source/listeners.rst).
+Entries are loaded with stevedore, only those asked for; one that fails is
+reported by name.
 """
 from __future__ import annotations
 
@@ -100,8 +90,6 @@ def list_opts() -> list[tuple[str, list[cfg.Opt]]]:
     return [(section("NAME"), listener_opts())]
 
 
-# -- errors ------------------------------------------------------------------------------------
-
 @dataclasses.dataclass(frozen=True)
 class RegisteredEntry:
     """One entry point of the group, not imported: its name, its target and who declared it."""
@@ -144,8 +132,6 @@ class BrokenListenerError(ConfigurationError):
                          f"started; --skip-broken / skip_broken=True runs the others):\n{lines}")
 
 
-# -- discovery ---------------------------------------------------------------------------------
-
 def registered_entries() -> list[RegisteredEntry]:
     """Every entry of the group, sorted by name, with its distribution; nothing is imported."""
     dists: dict[tuple[str, str], str] = {}
@@ -157,8 +143,6 @@ def registered_entries() -> list[RegisteredEntry]:
     entries = {RegisteredEntry(ep.name, ep.value, dists.get((ep.name, ep.value), "unknown")) for ep in eps}
     return sorted(entries, key=lambda e: (e.name, e.distribution, e.value))
 
-
-# -- the listener description --------------------------------------------------------------------
 
 @dataclasses.dataclass
 class EntryPointListener:
@@ -272,8 +256,6 @@ def describe(entry: RegisteredEntry, endpoint: Any, conf: cfg.ConfigOpts) -> Ent
         driver_options={k: v for k, v in options.items() if v is not None})
 
 
-# -- loading -------------------------------------------------------------------------------------
-
 def load_listeners(conf: cfg.ConfigOpts, names: Sequence[str] | None = None,
                    skip_broken: bool = False) -> tuple[list[EntryPointListener], list[BrokenEntry]]:
     """Import and build the listeners ``names`` (default: every registered one), in name order.
@@ -336,8 +318,6 @@ def get_entry_point_servers(transport: Any, names: Sequence[str] | None = None,
     listeners, _ = load_listeners(conf, names, skip_broken)
     return {listener.name: listener.server(transport) for listener in listeners}
 
-
-# -- running a set of servers ----------------------------------------------------------------------
 
 def stop_servers(servers: Iterable[NotificationServer], graceful: bool = True,
                  timeout: float = 30.0) -> bool:

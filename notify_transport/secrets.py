@@ -1,13 +1,8 @@
 """What is a secret, and masking it: one rule for URLs, client properties and contexts.
 
-A value is secret when its *name* says so: ``oslo_utils.strutils`` would mask
-it (the list OpenStack services mask their logs with, asked through the public
-``mask_dict_password``), or it names what transports add (``passwd``, ``pwd``,
-``credential``, ``private``, librdkafka's ``sasl.oauthbearer.config``, a
-``key`` that is not a reference such as ``ssl_keyfile``). The rule is in
-doc/source/deployment.rst, "What counts as a secret". Every user calls
-:func:`is_secret`; nobody keeps a list of their own. A leaf module: drivers
-import it.
+A value is secret when its name says so: ``oslo_utils.strutils`` would mask it,
+or it names what transports add (doc/source/deployment.rst, "What counts as a
+secret"). Every user calls :func:`is_secret`.
 """
 from __future__ import annotations
 

@@ -1,13 +1,8 @@
 """The one server lifecycle, as ``oslo_messaging.server.MessageHandlingServer``.
 
-Notification listeners (:class:`~notify_transport.notify.NotificationServer`)
-and RPC servers (:class:`~notify_transport.rpc.RPCServer`) inherit
-:class:`MessageHandlingServer`: opening and starting the driver listener
-(failures become :class:`ServerListenError`), the worker threads, ``stop()``
-(at once, or bounded by a timeout, gracefully or abruptly), ``wait()``,
-releasing the connection and ``with server:``. A server adds only how it
-listens (:meth:`MessageHandlingServer._listen`) and what a worker thread does
-(:meth:`MessageHandlingServer._launch`).
+Notification listeners and RPC servers inherit :class:`MessageHandlingServer`
+(start, stop, wait, ``with``) and add only how they listen (``_listen``) and
+what a worker thread does (``_launch``).
 """
 from __future__ import annotations
 
@@ -62,7 +57,6 @@ class MessageHandlingServer:
         """The driver listener, while the server runs (for driver-specific controls)."""
         return self._listener
 
-    # -- what a server adds ---------------------------------------------------------
     def _listen(self) -> Listener:
         """Open the driver listener (ConfigurationError for a wrong setup)."""
         raise NotImplementedError
@@ -78,7 +72,6 @@ class MessageHandlingServer:
         """Start the worker threads (with :meth:`_spawn`); called holding the lock."""
         raise NotImplementedError
 
-    # -- the lifecycle --------------------------------------------------------------
     def start(self, override_pool_size: int | None = None) -> None:
         """Listen and start handling messages; returns once the subscription is live,
         so nothing sent after it returns is missed."""

@@ -1,12 +1,8 @@
 """Times and durations as people write them: the one parser for the whole package.
 
-The CLI's ``--from``/``--to-time``/``TIME``, a listener's ``start_position``
-(``time:T``) and the pipeline's durations all read here, so each accepts the
-same forms (doc/source/cli.rst, "Times and durations"): durations such as
-``90s``, ``1h30m``, ``10 minutes``; times in ISO 8601 (python-dateutil's
-``isoparse``; no zone means UTC), epoch seconds, or a duration ago (``-1h``).
-Bad input is a ConfigurationError (a ``ValueError``) naming the accepted
-forms. A leaf module: drivers import it.
+The CLI, listener start positions and the pipeline accept the same forms
+(doc/source/cli.rst, "Times and durations"); bad input is a ConfigurationError
+naming them.
 """
 from __future__ import annotations
 

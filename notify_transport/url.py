@@ -1,22 +1,10 @@
 """Parsing and printing transport URLs, as oslo.messaging 18.3.1 does.
 
-``driver://[user:pass@]host[:port][,[user:pass@]host[:port]...]/[vhost][?key=val]``
-
-Every URL oslo.messaging accepts parses to the same driver, hosts, virtual
-host and query here, and formats back the same way (``foo:``, ``rabbit:``,
-``//vhost`` for a virtual host starting with ``/``, equality and hash without
-the query). Where oslo lets a malformed URL through (or fails with a raw
-``ValueError``), :meth:`TransportURL.parse` raises :class:`InvalidTransportURL`
-naming the problem: ports outside 1-65535 or not ASCII digits, an empty host
-before a port, control characters, host names longer than DNS allows, broken
-``%`` escapes in the virtual host, fragments, text after ``driver:`` that is
-neither ``//hosts`` nor ``/vhost``. doc/source/migration.rst lists them.
-
-Secrets never reach a repr or a ``str()``: passwords and the query values
-:func:`notify_transport.secrets.is_secret` names print as ``***``; :meth:`TransportURL.format` with
-``reveal_secrets=True`` gives the usable URL.
-
-Leaf module: drivers receive a :class:`TransportURL` and read its fields.
+``driver://[user:pass@]host[:port][,...]/[vhost][?key=val]`` parses and formats
+back as oslo's; where oslo lets a malformed URL through, :meth:`TransportURL.parse`
+raises :class:`InvalidTransportURL` naming the problem (doc/source/migration.rst).
+Secrets (:func:`notify_transport.secrets.is_secret`) print as ``***``;
+``format(reveal_secrets=True)`` gives the usable URL.
 """
 from __future__ import annotations
 

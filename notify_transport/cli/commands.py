@@ -1,19 +1,9 @@
 """The ``notify-transport`` commands as cliff commands, around the command modules' bodies.
 
-Each command module keeps its ``add_parser(sub)`` and ``run(args) -> exit
-status``; the classes here put them on cliff: the module's arguments go on
-the cliff command's parser (:class:`_Into` stands for argparse's
-subparsers), the global options of the application are copied onto the
-command's arguments, and library errors become one line and an exit status.
-
-Listing commands are :class:`cliff.lister.Lister`: their body hands its rows
-to :func:`notify_transport.cli.ops.output.emit`, which collects them on the
-arguments, and cliff formats them (``-f table|json|yaml|csv|value``, ``-c``,
-``--sort-column``, ...). Other commands (``tail`` streams, ``send``,
-``demo``, ``pipeline``) print as they go.
-
-The commands are registered in the ``notify_transport.cli`` entry point
-group (setup.cfg), so another package adds its own commands there.
+Each command module keeps ``add_parser(sub)`` and ``run(args)``; the classes
+here put them on cliff. Listing commands are cliff ``Lister``s whose body hands
+its rows to :func:`notify_transport.cli.ops.output.emit`. The commands are the
+``notify_transport.cli`` entry point group (setup.cfg): other packages add theirs.
 """
 from __future__ import annotations
 
@@ -36,12 +26,8 @@ GLOBAL_DESTS = ("config_file", "config_dir", "transport_url", "debug")
 
 
 class _Into:
-    """Stands for argparse's subparsers: ``module.add_parser(_Into(parser))`` fills ``parser``.
-
-    The command's summary (the ``help`` of ``add_parser``) is kept for the
-    command list; the description and examples become the parser's. Built for
-    the docs (cliff's Sphinx extension, which reads them as reStructuredText),
-    they are literal blocks, shown exactly as ``--help`` shows them.
+    """Stands for argparse's subparsers: ``module.add_parser(_Into(parser))`` fills ``parser``;
+    descriptions and examples stay literal blocks (cliff's Sphinx extension reads them).
     """
 
     def __init__(self, parser: argparse.ArgumentParser, literal: bool = False) -> None:
@@ -155,56 +141,30 @@ class ModuleLister(_FromModule, Lister):
         return super().produce_output(parsed_args, column_names, data)
 
 
-# -- the commands of the notify_transport.cli entry point group --------------------------------
-
 from notify_transport.cli import demo, pipeline_cmd, serve  # noqa: E402 - the bodies, after the wrappers
 from notify_transport.cli.ops import lag, replay, send, tail, topics  # noqa: E402
 
 
-class Demo(ModuleCommand):
-    """run notifier and listener pools and show what flows (main job)"""
-    module = demo
+def _command(name: str, base: type, module: Any, summary: str) -> type:
+    """A command class of the entry point group; ``summary`` is its line in ``notify-transport help``."""
+    return type(name, (base,), {"module": module, "__doc__": summary})
 
 
-class Send(ModuleCommand):
-    """send notifications"""
-    module = send
+def _add_parser_only(add_parser: Callable[[Any], Any]) -> Any:
+    """Stands for a command module whose ``add_parser`` sets the body (``func``) itself."""
+    return type("module", (), {"add_parser": staticmethod(add_parser)})
 
 
-class Tail(ModuleCommand):
-    """follow topics and print notifications as they come (streams; -f value|json)"""
-    module = tail
-
-
-class Lag(ModuleLister):
-    """show each pool's committed offset, end offset and lag"""
-    module = lag
-
-
-class Replay(ModuleLister):
-    """reset a pool's offsets to a time or offset to receive again (the plan is a list)"""
-    module = replay
-
-
-class Topics(ModuleLister):
-    """list notification topics per vhost with their sizes"""
-    module = topics
-
-
-class Serve(ModuleLister):
-    """run the listeners registered through entry points (--list: a list)"""
-    module = serve
-
-
-class PipelineRun(ModuleCommand):
-    """Spark pipeline: run the archive and statistics jobs"""
-
-    class module:  # noqa: N801 - stands for a command module
-        add_parser = staticmethod(pipeline_cmd.add_run_parser)
-
-
-class PipelineReport(ModuleCommand):
-    """Spark pipeline: build the HTML report from the job outputs"""
-
-    class module:  # noqa: N801 - stands for a command module
-        add_parser = staticmethod(pipeline_cmd.add_report_parser)
+Demo = _command("Demo", ModuleCommand, demo, "run notifier and listener pools and show what flows (main job)")
+Send = _command("Send", ModuleCommand, send, "send notifications")
+Tail = _command("Tail", ModuleCommand, tail,
+                "follow topics and print notifications as they come (streams; -f value|json)")
+Lag = _command("Lag", ModuleLister, lag, "show each pool's committed offset, end offset and lag")
+Replay = _command("Replay", ModuleLister, replay,
+                  "reset a pool's offsets to a time or offset to receive again (the plan is a list)")
+Topics = _command("Topics", ModuleLister, topics, "list notification topics per vhost with their sizes")
+Serve = _command("Serve", ModuleLister, serve, "run the listeners registered through entry points (--list: a list)")
+PipelineRun = _command("PipelineRun", ModuleCommand, _add_parser_only(pipeline_cmd.add_run_parser),
+                       "Spark pipeline: run the archive and statistics jobs")
+PipelineReport = _command("PipelineReport", ModuleCommand, _add_parser_only(pipeline_cmd.add_report_parser),
+                          "Spark pipeline: build the HTML report from the job outputs")

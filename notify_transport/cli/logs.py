@@ -1,16 +1,9 @@
 """Logging of the command line: one line per event an operator needs, not one per retry.
 
-Client libraries log each connection attempt (pika an ERROR per failed
-attempt and per failed stack, librdkafka a line per broker per retry, Spark
-a screen of warnings). The commands report outcomes themselves, in one line,
-so by default:
-
-* pika, py4j, stevedore and librdkafka's own lines are shown only with ``--debug``
-  (the command reports the outcome: a driver that does not load, a broker that does not answer);
-* Spark's warnings are left out (``pipeline`` sets Spark's own level too);
-* the pipeline's progress lines (``notify_transport.pipeline``, INFO) are shown;
-* a line repeated by the same logger within :data:`REPEAT_WINDOW` seconds
-  is dropped (a driver retrying every second logs its cause once).
+pika, py4j, stevedore and librdkafka lines show only with ``--debug`` (the
+commands report outcomes themselves), Spark's warnings are left out, the
+pipeline's progress is shown, and a line repeated by a logger within
+:data:`REPEAT_WINDOW` seconds is dropped.
 """
 from __future__ import annotations
 
@@ -99,13 +92,9 @@ def restored() -> Iterator[None]:
 
 
 class HeldRecords(logging.Handler):
-    """Holds the records of a logger while a command runs, so that a failure is reported in one line.
+    """Holds a logger's records while a command runs, so that a failure is reported in one line.
 
-    The driver logs the cause of each failed attempt (connection refused, ...)
-    and, at cleanup, what is left unconfirmed; the command reports the same
-    outcome itself. While held, the records do not reach the console; the
-    command takes :attr:`last` as the cause of its one error line, or calls
-    :meth:`show` to show them after all (success: nothing was repeated).
+    The command takes :attr:`last` as the cause of its error line, or calls :meth:`show`.
     """
 
     def __init__(self, name: str) -> None:

@@ -1,11 +1,7 @@
 """``notify-transport``: a thin command line over the public API, on cliff.
 
-The commands come from the ``notify_transport.cli`` entry point group (see
-:mod:`notify_transport.cli.commands`), so a package adds its own by declaring
-one there. This module holds the application: its global options
-(``--config-file``, ``--config-dir``, ``--transport-url``, cliff's ``-v``,
-``-q``, ``--debug``, ``--log-file``, ``--version``), given before or after the
-command, its logging, and the exit statuses.
+The application: global options (before or after the command), logging and
+exit statuses; the commands are the ``notify_transport.cli`` entry point group.
 """
 from __future__ import annotations
 

@@ -1,13 +1,7 @@
-"""``notify-transport pipeline``: run the Spark notification pipeline and build its report.
+"""``notify-transport pipeline run|report``: the Spark notification pipeline and its report.
 
-``pipeline run`` reads notifications from Kafka (a ``kafka://`` transport URL,
-vhost included) into ``OUTPUT/archive``, ``OUTPUT/errors`` and
-``OUTPUT/stats``; ``--once`` processes what is there and stops
-(``Trigger.AvailableNow``), otherwise it runs until interrupted.
-``pipeline report`` writes ``OUTPUT/report/index.html`` with charts, without Spark.
-
-Also runnable as ``python -m notify_transport.pipeline``. PySpark is imported
-only when a command runs, so the CLI's help works without the ``spark`` extra.
+PySpark is imported only when a command runs, so the CLI's help works without
+the ``spark`` extra.
 """
 from __future__ import annotations
 

@@ -1,22 +1,9 @@
 """``notify-transport serve [NAME ...]``: run the listeners registered through entry points.
 
-Loads the listeners that packages declare in the ``notify_transport.listeners``
-entry point group (all of them, or the NAMEs given) and runs them on the
-configured notification transport, as an OpenStack service: configured by
-``--config-file`` (``[serve]`` and oslo.log's ``[DEFAULT]`` options), logging
-through oslo.log, with ``--workers N`` processes of the same listeners
-started, watched and restarted by cotyledon (as ceilometer's agents are).
-
-The first SIGTERM or SIGINT stops the listeners gracefully (work in flight
-finishes, offsets are committed) within --stop-timeout; with one worker a
-second signal stops at once. SIGHUP reloads the mutable options
-(``[serve] stats_interval``, ``stop_timeout``, ``[DEFAULT] debug``).
-``--list`` lists what is registered instead.
-
-Exit status: 0 after a graceful stop (or a clean --list); 1 when a listener
-entry is broken, a listener fails to start, or the graceful stop ran out of
-time; 2 for an unknown NAME or no configured transport; 128+N after an
-abrupt stop by a second signal N.
+Runs them as an OpenStack service: ``--config-file``, oslo.log, ``--workers N``
+processes watched and restarted by cotyledon; SIGTERM/SIGINT stop gracefully,
+SIGHUP reloads the mutable options. Signals and exit statuses are in
+doc/source/listeners.rst.
 """
 from __future__ import annotations
 

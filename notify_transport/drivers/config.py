@@ -19,13 +19,10 @@ LOG = logging.getLogger(__name__)
 
 
 def register_opts(conf: cfg.ConfigOpts, opts: Iterable[cfg.Opt], group: str | None = None) -> None:
-    """Register ``opts``, tolerating the same option already registered by oslo.messaging.
+    """Register ``opts``, sharing an option oslo.messaging registered already when it is the same setting.
 
-    oslo.config raises ``DuplicateOptError`` when two libraries register options
-    with the same name but not the same attributes (help text included). Our
-    compatibility options copy oslo.messaging's definitions, so with the pinned
-    version nothing differs; with another version only the help text may, and
-    the option is then the same setting and is shared.
+    Our compatibility options copy oslo.messaging's, whose help text may differ in another version;
+    oslo.config would raise ``DuplicateOptError``.
     """
     if group is not None:
         conf.register_group(cfg.OptGroup(group))
@@ -40,10 +37,8 @@ def register_opts(conf: cfg.ConfigOpts, opts: Iterable[cfg.Opt], group: str | No
 def _check_shared(conf: cfg.ConfigOpts, opt: cfg.Opt, group: str | None) -> None:
     """Accept an option another library registered only if it is the same setting.
 
-    oslo.config has no public way to fetch the registered option object, so this
-    compares what it can see publicly: while the value still comes from the other
-    registration's default, that default must equal ours (after our type's
-    conversion), and the value must be one our type accepts.
+    oslo.config has no public way to fetch the registered option: while the value
+    is still the other default, that default must equal ours and our type accept it.
     """
     value = getattr(conf[group] if group else conf, opt.dest)
     ours = opt.type(opt.default) if isinstance(opt.default, str) and opt.type else opt.default

@@ -1,25 +1,12 @@
 """Delivering at interpreter exit what live senders still hold.
 
-A process that sends notifications and exits without ``transport.cleanup()``
-(a command that publishes and exits, a middleware whose service never cleans
-up) would take them with it: the Kafka producer and the RabbitMQ publisher
-hold them in memory until the broker confirms them, and nothing waits for
-that once the main thread ends. So a driver registers each sender here when
-it makes one, with the timeout of its ``exit_flush_timeout`` option, and at
-exit each sender still alive is flushed for up to that timeout. All wait from
-the same start, so the process waits for the longest timeout, not their sum.
-What a sender could not deliver in time is logged at WARNING; nothing is
-logged when everything was delivered.
-
-The flush runs on the thread that runs ``atexit`` (the main thread, which
-under eventlet is the hub's): it takes no lock of this module and starts no
-thread, so it works once the other threads (and eventlet's hub) are gone; the
-sender's ``flush`` must be bounded by its timeout in the same way.
-
-The registry holds weak references (a sender that is garbage collected is
-dropped) and is, with the exit hook that ``atexit`` gets once, when the first
-sender registers, the process-wide state this needs: ``atexit`` is
-process-wide. A forked child does not flush its parent's senders.
+A process that exits without ``transport.cleanup()`` would lose what its
+producers hold until the broker confirms it. Drivers register each sender with
+its ``exit_flush_timeout``; at exit every live sender is flushed, all from the
+same start (the wait is the longest timeout, not the sum), and what was not
+delivered is logged at WARNING. The flush takes no lock and starts no thread,
+so it works once other threads (and eventlet's hub) are gone. Weak references:
+a collected sender is dropped; a forked child does not flush its parent's.
 """
 from __future__ import annotations
 

@@ -1,11 +1,8 @@
 """An in-memory driver for users' unit tests, with the Kafka driver's semantics.
 
-Each topic is a log; each pool reads it from its own cursor (so every pool
-gets every notification) and the listeners of one pool share that cursor (so
-they split the stream). A pool starts at the end of the log when it first
-subscribes. Messages go through the real wire encoding, so whatever would not
-serialize on a real broker fails here too. State lives in the driver
-instance: share one transport between the notifier and the listeners.
+Each topic is a log; each pool reads it from its own cursor, starting at the
+end when it first subscribes. Messages go through the real wire encoding.
+State lives in the driver: share one transport between notifier and listeners.
 """
 from __future__ import annotations
 

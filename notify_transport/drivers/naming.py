@@ -1,13 +1,9 @@
 """Topic naming, once for every driver, the CLI and the pipeline.
 
-A notification topic is ``topic.priority`` plus ``.vhost`` when the transport
-URL has a virtual host. :func:`notification_topic` builds names, and
-:func:`parse_topic` reads them back (the CLI labels topics with it, the
-pipeline fills its ``vhost`` column). A listener's retry and dead-letter
-topics are named from templates (``{topic}.retry.{pool}``, ``{topic}.dlq``):
-:func:`side_topic` fills one, :func:`parse_side_topic` reads a name back.
-RabbitMQ routes a notification by :func:`routing_key`. Kafka's own rules for
-topic names are checked in :mod:`notify_transport.drivers.kafka.naming`.
+Notification topics ``topic.priority[.vhost]`` (:func:`notification_topic`,
+:func:`parse_topic`), retry and dead-letter names from templates
+(:func:`side_topic`, :func:`parse_side_topic`) and RabbitMQ routing keys
+(:func:`routing_key`). Kafka's own name rules: :mod:`notify_transport.drivers.kafka.naming`.
 """
 from __future__ import annotations
 
@@ -66,10 +62,8 @@ def all_vhosts_pattern(base_topics: Iterable[str], priorities: Sequence[str] = P
 def parse_topic(topic: str, base_topics: Sequence[str] = ()) -> TopicParts:
     """Split ``topic`` into base topic, priority and vhost.
 
-    With ``base_topics`` (the configured ones) the split is exact even when a
-    base topic or a vhost contains dots. Otherwise the first segment after the
-    first one that names a priority is taken as the priority; a topic with no
-    priority segment is returned whole as the base.
+    With ``base_topics`` the split is exact even with dots in a base topic or vhost; otherwise
+    the first segment after the first that names a priority is the priority.
     """
     for base in sorted(base_topics, key=len, reverse=True):
         if topic.startswith(base + "."):

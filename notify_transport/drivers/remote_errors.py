@@ -1,14 +1,9 @@
 """Exceptions across the wire, in oslo.messaging's format.
 
-A server serializes the exception an endpoint raised as a JSON string::
-
-    {"class": ..., "module": ..., "message": ..., "tb": [...], "args": [...], "kwargs": {...}}
-
-and the client rebuilds it: as the original class (renamed ``<Class>_Remote``)
-when its module is a builtin or listed in ``allowed_remote_exmods``, otherwise
-as :class:`RemoteError`. Same format and rules as oslo.messaging, so errors
-cross between the two libraries in both directions. Importing only the listed
-modules is what keeps a reply from running arbitrary code.
+``{"class", "module", "message", "tb", "args", "kwargs"}`` as JSON; the client
+rebuilds the original class (``<Class>_Remote``) only when its module is a
+builtin or in ``allowed_remote_exmods``, else :class:`RemoteError`: importing
+only listed modules keeps a reply from running arbitrary code.
 """
 from __future__ import annotations
 

@@ -1,11 +1,8 @@
 """Notifier drivers: what a :class:`~notify_transport.notify.Notifier` does with a notification.
 
-Loaded by name through stevedore from the ``notify_transport.notify.drivers``
-entry point group, as oslo.messaging loads ``oslo.messaging.notify.drivers``:
-``messagingv2``, ``messaging``, ``log``, ``test``, ``noop`` and ``routing`` ship
-here, and a third party registers its own class under the same group. A
-driver is built once per notifier as ``Driver(conf, topics, transport)`` and
-its bound ``notify`` is all the notifier calls per notification.
+Loaded by name with stevedore from the ``notify_transport.notify.drivers`` group
+(third parties add theirs); built once per notifier as
+``Driver(conf, topics, transport)``.
 """
 from __future__ import annotations
 

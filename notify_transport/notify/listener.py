@@ -108,7 +108,6 @@ class NotificationServer(MessageHandlingServer):
                 LOG.exception("%r: reading the driver's metrics failed", self)
         return out
 
-    # -- the dispatch thread --------------------------------------------------
     def _run(self, listener: Listener) -> None:
         executor = self._executor
         submit = executor.submit if executor is not None and not self.dispatcher.batch else None

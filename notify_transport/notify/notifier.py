@@ -18,10 +18,7 @@ LOG = logging.getLogger(__name__)
 class _UtcClock:
     """``str(datetime.utcnow())`` as oslo writes timestamps, about 3x cheaper.
 
-    "YYYY-MM-DD HH:MM:SS.ffffff" in naive UTC, without the fraction when the
-    microseconds are 0 (as ``str(datetime)``). The date and time part is
-    formatted once per second. Each :class:`Notifier` has its own (its
-    prepared copies share it).
+    The date and time part is formatted once per second.
     """
 
     __slots__ = ("_second",)
@@ -38,7 +35,6 @@ class _UtcClock:
         return f"{cached[1]}.{micro:06d}" if micro else cached[1]
 
 
-# -- message ids ---------------------------------------------------------------
 # Random (version 4) UUID strings made 256 at a time from one os.urandom call:
 # str(uuid.uuid4()) costs a system call and a UUID object per notification.
 # The pool is process state, not per notifier, because a forked child must drop

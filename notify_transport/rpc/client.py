@@ -1,11 +1,7 @@
 """The RPC client: ``call``, ``cast``, ``prepare`` and ``can_send_version`` as in oslo.messaging.
 
-``call`` waits for the result, for at most ``timeout`` seconds (default
-``[DEFAULT] rpc_response_timeout``), also when no server listens, and raises
-:class:`MessagingTimeout` then; an exception raised by the remote method comes
-back as itself when its module is in the transport's
-``allowed_remote_exmods`` (class renamed ``<Name>_Remote``), else as
-:class:`RemoteError`. ``cast`` returns once the broker confirmed the request.
+``call`` raises :class:`MessagingTimeout` after ``timeout`` (also when no server
+listens); ``cast`` returns once the broker confirmed the request.
 """
 from __future__ import annotations
 
@@ -74,7 +70,11 @@ class CallContext:
                              transport_options=self.transport_options)
 
     def call(self, ctxt: Any, method: str, **kwargs: Any) -> Any:
-        """Invoke ``method`` and return its result (see the module docstring for errors)."""
+        """Invoke ``method`` and return its result; ``MessagingTimeout`` after ``timeout``.
+
+        A remote exception comes back as itself (class ``<Name>_Remote``) when its
+        module is in ``allowed_remote_exmods``, else as ``RemoteError``.
+        """
         if self.target.fanout:
             raise InvalidTarget("A call cannot be used with fanout", self.target)
         msg = self._make_message(ctxt, method, kwargs)

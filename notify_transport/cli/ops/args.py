@@ -66,8 +66,6 @@ def add_topic_selection(parser: argparse.ArgumentParser, priorities: bool = True
                             help="priorities, comma-separated, may repeat (default: all)")
 
 
-# -- types -------------------------------------------------------------------------
-
 def priority(text: str) -> str:
     """One priority name, case-insensitive; ``warning`` means ``warn``."""
     name = text.strip().lower()

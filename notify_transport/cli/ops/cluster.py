@@ -1,12 +1,8 @@
 """What the operator commands ask of a Kafka cluster: topics, offsets, pools.
 
-Built on the transport the public API makes from the URL, so the scheme, the
-vhost, the ``[oslo_messaging_kafka]`` options (SASL, TLS, ...) and the URL
-query mean exactly what they mean to the driver: the librdkafka
-configuration comes from the driver's own builder
-(:mod:`notify_transport.drivers.kafka.client_properties`) and topic names from its
-naming (``KafkaDriver.kafka_topics``). A pool is a consumer group. Reading
-beside the pools is the driver's reader (:mod:`notify_transport.drivers.kafka.reader`).
+Built on the transport the public API makes from the URL, so options, vhost and
+query mean what they mean to the driver, whose properties builder and topic
+naming it uses. A pool is a consumer group.
 """
 from __future__ import annotations
 
@@ -19,8 +15,7 @@ from oslo_config import cfg
 
 from notify_transport.cli.common import configured_url, load_conf
 from notify_transport.drivers.kafka import client_properties
-from notify_transport.drivers.kafka.cluster import (NO_OFFSET, UNREACHABLE, ClusterAdmin, ClusterError,
-                                                    ClusterUnavailable, GroupInfo, Member, Partition)
+from notify_transport.drivers.kafka.cluster import ClusterAdmin
 from notify_transport.drivers.kafka.driver import KafkaDriver
 from notify_transport.exceptions import ConfigurationError, DriverLoadFailure, InvalidTarget
 from notify_transport.target import Target
@@ -29,10 +24,6 @@ from notify_transport.transport import NotificationTransport, get_notification_t
 LOG = logging.getLogger(__name__)
 #: librdkafka's own log lines (connection refused, ...): std logging, shown with -v.
 RDKAFKA_LOG = logging.getLogger("notify_transport.cli.librdkafka")
-
-#: What the commands import from here (the cluster operations live in the driver package).
-__all__ = ["NO_OFFSET", "UNREACHABLE", "ClusterError", "ClusterUnavailable", "GroupInfo", "KafkaCluster",
-           "Member", "Partition", "default_topics", "open_cluster", "open_transport"]
 
 
 class KafkaCluster(ClusterAdmin):
@@ -54,7 +45,6 @@ class KafkaCluster(ClusterAdmin):
     def __repr__(self) -> str:
         return f"<KafkaCluster {self.driver.url.redacted()}>"
 
-    # -- names ----------------------------------------------------------------
     def notification_topics(self, topics: Sequence[str], priorities: Sequence[str]) -> list[str]:
         """Kafka topics of ``topic.priority[.vhost]`` for each pair, named as the driver names them."""
         try:

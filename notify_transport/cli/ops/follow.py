@@ -1,16 +1,9 @@
 """Reading notification topics beside the pools, for ``tail``: start positions, new topics, outages.
 
-Reading is the driver's reader (:class:`~notify_transport.drivers.kafka.reader.Reader`):
-it is assigned partitions (no subscription), so it joins no consumer group: it
-takes nothing from any pool and leaves no group behind. A pattern
-subscription would follow new topics by itself, but only inside a group; here
-the topics to follow are known by name (TOPIC.PRIORITY[.VHOST]), so the
-reader asks the cluster's metadata every ``refresh`` seconds and assigns the
-partitions of topics created after it started (and partitions added to a
-topic) from their beginning: everything in them is newer than the start.
-
-Connection problems are one log line when the brokers stop answering and one
-when they answer again (:class:`ConnectionState`), not a line per attempt.
+Reading is the driver's :class:`~notify_transport.drivers.kafka.reader.Reader`
+(no group). Topics created later are found by asking the metadata every
+``refresh`` seconds and read from their beginning. A lost connection is one log
+line, and its return another (:class:`ConnectionState`).
 """
 from __future__ import annotations
 
@@ -22,7 +15,8 @@ from typing import Iterator, Sequence
 
 from confluent_kafka import KafkaError
 
-from notify_transport.cli.ops.cluster import RDKAFKA_LOG, UNREACHABLE, ClusterError, KafkaCluster, Partition
+from notify_transport.drivers.kafka.cluster import UNREACHABLE, ClusterError, Partition
+from notify_transport.cli.ops.cluster import RDKAFKA_LOG, KafkaCluster
 from notify_transport.cli.ops.start import Start
 from notify_transport.drivers.envelope import decode_notification
 from notify_transport.drivers.kafka.client_properties import reader_config

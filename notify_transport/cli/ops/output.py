@@ -14,18 +14,13 @@ from typing import Any, Callable, Sequence, TextIO
 
 from tqdm import tqdm
 
-from notify_transport.cli.ops.cluster import ClusterError
-
+from notify_transport.drivers.kafka.cluster import ClusterError
 EXIT_OK, EXIT_FAILURE = 0, 1
 
 
 def emit(args: Any, headers: Sequence[str], rows: Sequence[Sequence[Any]], document: Any = None) -> None:
-    """A command's result.
-
-    A listing command (a cliff Lister: ``args.results`` is a list) hands its
-    columns and rows to cliff, which prints them as ``-f``/``-c`` ask; any
-    other command prints ``document`` as JSON with ``-f json``, else the
-    rows' values separated by spaces (no header, for shell loops).
+    """A command's result: a cliff Lister's rows (``-f``/``-c``), else ``document`` as JSON with
+    ``-f json`` or the rows' values separated by spaces (for shell loops).
     """
     results = getattr(args, "results", None)
     if results is not None:
@@ -65,12 +60,8 @@ def failures_exit_1(run: Callable[..., int]) -> Callable[..., int]:
 
 
 class Progress:
-    """Progress of long work on stderr: counts, rate and time.
-
-    On a terminal a live line (tqdm) is redrawn in place; into a file or a
-    pipe (a log, a CI job) a plain line, formatted by tqdm too, is written at
-    most every ``interval`` seconds, so long runs show progress without
-    carriage returns or a line per item.
+    """Progress of long work on stderr: a live tqdm line on a terminal, else a plain line at most
+    every ``interval`` seconds (no carriage returns in logs).
     """
 
     def __init__(self, label: str, total: int | None = None, stream: TextIO | None = None,

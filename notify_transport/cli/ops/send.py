@@ -75,11 +75,8 @@ def add_parser(sub: Any) -> None:
 def bounded_conf(args: argparse.Namespace) -> cfg.ConfigOpts:
     """The configuration with the drivers' own waits bounded by --timeout.
 
-    The command waits --timeout for the confirmations itself, so the drivers'
-    cleanup waits no more (flush_timeout 0, for Kafka and RabbitMQ), a send
-    never blocks longer on a full queue, and one RabbitMQ connection attempt
-    never outlasts --timeout (the driver retries in the background until the
-    command gives up).
+    The command waits for the confirmations itself: the drivers' cleanup, a full
+    queue and a RabbitMQ connection attempt never wait longer.
     """
     conf = load_conf(args)
     for options in (kafka_options, rabbit_options):

@@ -1,16 +1,9 @@
 """What a Kafka topic is to notify-transport: a notification topic, a retry or a dead-letter topic.
 
-A listener's retry and dead-letter topics are named from templates
-(``retry_topic``, ``dead_letter_topic`` of ``[oslo_messaging_kafka]``,
-``{topic}.retry.{pool}`` and ``{topic}.dlq`` by default) filled with the
-notification topic the records came from. Read back with the plain
-``topic.priority[.vhost]`` split alone, ``notifications.info.retry.billing``
-would be the vhost ``retry.billing``; here the template is matched first, so
-the topic is labelled ``retry`` of ``notifications.info`` for pool
-``billing``, and the commands can group it under its base topic.
-
-Names are built and parsed by :mod:`notify_transport.drivers.naming`; this
-module only labels them.
+The retry and dead-letter templates are matched before the plain
+``topic.priority[.vhost]`` split, so ``notifications.info.retry.billing`` is the
+retry topic of ``notifications.info`` for pool ``billing``, not vhost
+``retry.billing``. Names are parsed by :mod:`notify_transport.drivers.naming`.
 """
 from __future__ import annotations
 

@@ -1,12 +1,8 @@
 """Checking librdkafka client properties when a transport is built, not at the first send.
 
-librdkafka validates its configuration when a client is created: unknown
-properties, invalid values, TLS files it cannot load. :func:`check_clients`
-creates a producer and a consumer with the transport's properties but no
-``bootstrap.servers`` (so no connection is opened) and destroys them at once;
-what librdkafka refuses becomes a :class:`ConfigurationError` naming the
-property. TLS files named by the options are checked first, so that a missing
-or unreadable file is reported with its option and path.
+:func:`check_clients` creates clients without ``bootstrap.servers`` (no
+connection) and destroys them: what librdkafka refuses becomes a
+:class:`ConfigurationError` naming the property; TLS files are checked first.
 """
 from __future__ import annotations
 

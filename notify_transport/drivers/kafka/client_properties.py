@@ -1,12 +1,9 @@
 """librdkafka configuration dicts built from the ``[oslo_messaging_kafka]`` options: the one builder.
 
-Kept free of any client object so that the mapping from oslo-style options to
-librdkafka properties can be unit tested without a broker. Every client of
-the package (producers, listeners, readers, the AdminClient, the pipeline)
-gets its properties from :func:`client_config`. Order of precedence, lowest
-first: the connection (:func:`common_config`), the role's defaults, then the
-escape-hatch dicts ``librdkafka_config`` and ``producer_config`` /
-``consumer_config``.
+Free of client objects so that it is unit tested without a broker. Every client
+gets its properties from :func:`client_config`; precedence, lowest first: the
+connection, the role's defaults, ``librdkafka_config``, then
+``producer_config``/``consumer_config``.
 """
 from __future__ import annotations
 
@@ -16,7 +13,6 @@ import uuid
 from typing import Any, Mapping
 
 from notify_transport.exceptions import ConfigurationError
-from notify_transport.secrets import mask_properties as redact  # noqa: F401 - the clients' debug logs
 
 #: SASL mechanisms librdkafka supports; the option value is matched case-insensitively.
 SASL_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "GSSAPI", "OAUTHBEARER")

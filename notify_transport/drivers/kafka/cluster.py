@@ -1,16 +1,9 @@
 """Kafka cluster operations, in one place: the one AdminClient user.
 
-Topics (listing, creating the ones a listener subscribes to), offsets
-(ListOffsets: earliest, latest, for a time; watermarks), a consumer group's
-committed positions and lag, setting them, and the groups and their members.
-The driver (its listeners' topic creation and metrics), the reader and the
-command-line tool all go through :class:`ClusterAdmin`.
-
-Creating missing topics matters because a consumer that subscribes to a topic
-that does not exist yet sees nothing until its next metadata refresh
-(minutes), and brokers with topic auto-creation off never create it.
-Listeners therefore create them (``topic_partitions``,
-``topic_replication_factor``) before subscribing.
+Topics (listing, creating), offsets and watermarks, committed positions and
+lag, and consumer groups, for the driver, the reader and the CLI. Listeners
+create missing topics before subscribing: a subscription to a missing topic
+sees nothing until the next metadata refresh, and auto-creation may be off.
 """
 from __future__ import annotations
 
@@ -51,11 +44,8 @@ _RESULT_MARGIN = 5.0
 def _result(future: Any, timeout: float) -> Any:
     """The result of an AdminClient future, waiting at most ``timeout`` seconds.
 
-    Waits on an Event of this module's ``threading``, set by a done-callback,
-    not on the future's own condition: librdkafka resolves the future from its
-    background thread, and under eventlet monkey-patching the condition of
-    ``concurrent.futures`` is a green one that such a thread cannot wake (the
-    oslo.messaging integration gives this module native threading).
+    On an Event of this module's ``threading``: under eventlet the future's own
+    condition is green, and librdkafka's thread that resolves it cannot wake it.
     """
     done = threading.Event()
     future.add_done_callback(lambda _future: done.set())
@@ -220,7 +210,6 @@ class ClusterAdmin:
                 return
             time.sleep(0.05)
 
-    # -- metadata and offsets -------------------------------------------------------
     def topic_partitions(self) -> dict[str, int]:
         """Every topic of the cluster (internal ones left out) and its partition count."""
         try:
@@ -273,7 +262,6 @@ class ClusterAdmin:
         """First offset at or after ``millis`` per partition; -1 where no message is that recent."""
         return self.list_offsets({tp: OffsetSpec.for_timestamp(millis) for tp in partitions})
 
-    # -- consumer groups (pools) ---------------------------------------------------------
     def pools(self) -> list[str]:
         """Consumer groups the cluster knows."""
         future = self.client().list_consumer_groups(request_timeout=self.timeout)
@@ -336,7 +324,6 @@ class ClusterAdmin:
         if failed:
             raise ClusterError(f"the broker refused the new offsets of pool {pool!r}: " + "; ".join(failed))
 
-    # -- end and errors ----------------------------------------------------------------------
     def close(self) -> None:
         with self._lock:
             self._client = None  # AdminClient has no close()

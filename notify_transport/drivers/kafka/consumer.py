@@ -1,24 +1,12 @@
 """The Kafka listener: one confluent-kafka Consumer in a consumer group (the pool).
 
-What it guarantees, whatever the commit policy:
-
-* ``start()`` returns once the group was joined and every assigned partition
-  has a committed position: a partition the group never read is positioned at
-  its end (or its start with ``auto_offset_reset=earliest``) *and that
-  position is committed*, so a message sent after ``start()`` returns is read
-  even when another listener of the pool takes the partition later;
-* ``poll()`` returns as soon as one message is there (no waiting for a full
-  batch), takes what else is already fetched up to the limit, and never stops
-  on a bad record: an undecodable one is logged with its coordinates and
-  skipped;
-* transient errors are logged, fatal ones raised.
-
-When offsets are committed is the :mod:`.delivery.commit` policy's business. The
-delivery features sit around the loop: retried records wait in a
-:class:`~.delivery.retry.DelayGate` until due, records that cannot be decoded go to the
-dead-letter topic when one is configured, ``submit()`` runs each dispatch
-(inline or on ordered :mod:`.delivery.workers`) with the lifecycle :mod:`.delivery.hooks`, and
-``drain()``/``abort()`` give graceful and abrupt stops.
+``start()`` returns once the group was joined and every assigned partition has
+a committed position (a partition never read gets its reset position
+committed), so a message sent after ``start()`` is read even if another member
+takes the partition later. ``poll()`` returns as soon as one message is there
+and skips (and logs) undecodable records. When offsets are committed is the
+:mod:`.delivery.commit` policy's business; retry delays, dead letters, workers
+and hooks are in :mod:`.delivery`.
 """
 from __future__ import annotations
 
@@ -35,7 +23,7 @@ from notify_transport.drivers.base import IncomingMessage, Listener
 from notify_transport.drivers.envelope import decode_notification
 from notify_transport.drivers.kafka.cluster import ClusterAdmin
 from notify_transport.drivers.kafka.delivery.commit import CommitPolicy
-from notify_transport.drivers.kafka.client_properties import RDKAFKA_LOG, redact
+from notify_transport.drivers.kafka.client_properties import RDKAFKA_LOG
 from notify_transport.drivers.kafka.delivery.counters import DeliveryCounters
 from notify_transport.drivers.kafka.delivery.deadletter import SideProducer
 from notify_transport.drivers.kafka.message import ConsumedRecord, KafkaMessage
@@ -46,6 +34,7 @@ from notify_transport.drivers.kafka.delivery.settings import ListenerSettings
 from notify_transport.drivers.kafka.delivery.workers import OrderedWorkers, worker_index
 from notify_transport.exceptions import (ConfigurationError, DecodeError, MessagingException,
                                          MessagingTimeout)
+from notify_transport.secrets import mask_properties
 
 LOG = logging.getLogger(__name__)
 
@@ -150,7 +139,6 @@ class KafkaListener(Listener):
             return None
         return self if self.settings.runs_processing else None
 
-    # -- start ------------------------------------------------------------------
     def start(self) -> None:
         """Create missing topics, subscribe, and return once the group gave us our partitions."""
         if self._consumer is not None:
@@ -162,7 +150,7 @@ class KafkaListener(Listener):
         config["logger"] = RDKAFKA_LOG
         if self.policy.on_commit_result is not None:
             config["on_commit"] = self.policy.on_commit_result
-        LOG.debug("%s: creating the consumer: %s", self.name, redact(self._config))
+        LOG.debug("%s: creating the consumer: %s", self.name, mask_properties(self._config))
         try:
             consumer = confluent_kafka.Consumer(config)
         except (KafkaException, ValueError, TypeError) as exc:
@@ -202,7 +190,6 @@ class KafkaListener(Listener):
             raise
         LOG.debug("%s started with partitions %s", self.name, sorted(self._assignment))
 
-    # -- rebalance callbacks (run inside consumer.poll, in the polling thread) ---
     def _on_assign(self, consumer: confluent_kafka.Consumer, partitions: list[TopicPartition]) -> None:
         try:
             positioned = self._start_positions(consumer, partitions) if partitions else partitions
@@ -281,7 +268,6 @@ class KafkaListener(Listener):
         if self._hooks.on_revoke is not None:
             self._hooks.call("on_revoke", sorted(gone))
 
-    # -- errors ---------------------------------------------------------------
     def _on_error(self, err: KafkaError) -> None:
         self._last_error = err
         if err.fatal() or err.code() in PERMANENT_ERRORS:
@@ -304,7 +290,6 @@ class KafkaListener(Listener):
             raise KafkaListenerError(f"{self.name}: {err.str()}")
         self._errors.log(logging.WARNING, code, "%s: %s", self.name, err.str())
 
-    # -- polling --------------------------------------------------------------
     def poll(self, timeout: float | None = None, max_messages: int = 1) -> list[IncomingMessage]:
         if self._ready:
             with self._lock:
@@ -486,7 +471,6 @@ class KafkaListener(Listener):
         if tick is not None:
             tick()
 
-    # -- processing -----------------------------------------------------------
     def submit(self, message: IncomingMessage, work: Callable[[IncomingMessage], Any]) -> None:
         """Run ``work(message)`` (dispatch and settle) inline or on the key's worker."""
         workers = self._workers
@@ -569,7 +553,6 @@ class KafkaListener(Listener):
         return committed, lag
 
 
-    # -- end --------------------------------------------------------------------
     def commit(self) -> None:
         if self._consumer is not None:
             self.policy.commit()

@@ -1,21 +1,9 @@
 """The ``kafka://`` notification driver on confluent-kafka.
 
-``kafka://[user:pass@]host1:9092[,host2:9092]/[vhost][?option=value...]``
-
-* Topic = ``topic.priority`` plus ``.vhost`` when the URL has a non-empty
-  vhost, on the sending AND the listening side.
-* Pool = consumer group; without a pool, listeners share ``consumer_group``.
-* Wire format = oslo.messaging's (``messagingv2`` envelope or plain
-  ``messaging`` JSON, request context as one ``_context`` dict), so it talks to
-  oslo.messaging's Kafka driver both ways.
-* Every ``[oslo_messaging_kafka]`` option can be overridden by the URL query.
-* Listeners take the delivery options (``delivery_mode``, ``workers``,
-  ``retry_topic``, ``dead_letter_topic``, ``max_attempts``, ``retry_delay``,
-  ``start_position``, ``hooks``, ...) as keywords; see :mod:`.delivery.settings`.
-* :meth:`KafkaDriver.partition_consumer` and :meth:`KafkaDriver.read_topic`
-  read a topic from a position without a consumer group (:mod:`.reader`).
-
-RPC is not carried: :meth:`send` and :meth:`listen` raise ``NotSupported``.
+Topics are ``topic.priority[.vhost]`` on both sides, a pool is a consumer group,
+the wire format is oslo.messaging's, and the URL query overrides any
+``[oslo_messaging_kafka]`` option; listeners take the delivery options of
+:mod:`.delivery.settings`. RPC is not carried (``NotSupported``).
 """
 from __future__ import annotations
 
@@ -55,7 +43,7 @@ _CONTEXT_DICT = envelope.CONTEXT_DICT
 
 
 class KafkaDriver(BaseDriver):
-    """Notifications over Kafka; see the module docstring."""
+    """Notifications over Kafka: topics ``topic.priority[.vhost]``, a pool is a consumer group."""
 
     name = "kafka"
     supports_rpc = False
@@ -92,7 +80,6 @@ class KafkaDriver(BaseDriver):
     def __repr__(self) -> str:
         return f"<KafkaDriver {self.url.redacted()}>"
 
-    # -- sending --------------------------------------------------------------
     def send_notification(self, target: Target, ctxt: Any, message: dict,
                           version: float, retry: int | None = None) -> None:
         topic = self._kafka_topic_for(target.topic)
@@ -111,7 +98,6 @@ class KafkaDriver(BaseDriver):
     def delivery_stats(self) -> dict[str, int]:
         return self._producer.stats()
 
-    # -- listening --------------------------------------------------------------
     def kafka_topics(self, targets_and_priorities: Iterable[tuple[Target, str | None]]) -> list[str]:
         """The Kafka topics a listener on these pairs subscribes to, in order, without repeats."""
         topics: list[str] = []
@@ -184,7 +170,6 @@ class KafkaDriver(BaseDriver):
             return AutoCommit()
         return CommitBeforeDispatch(requeuer, settings.hooks)
 
-    # -- reading without a group ------------------------------------------------
     def partition_consumer(self, topic: str, partition: int = 0,
                            start: StartPosition | Any = "latest") -> PartitionConsumer:
         """A consumer of one partition of Kafka topic ``topic`` (a full Kafka topic name,
@@ -203,7 +188,6 @@ class KafkaDriver(BaseDriver):
         return read_topic(reader_config(self.url, self.opts), topic, parse_start_position(start),
                           until_end=until_end, buffer=buffer, timeout=self._admin.timeout)
 
-    # -- end --------------------------------------------------------------------
     def cleanup(self) -> None:
         """Flush pending notifications (bounded by ``flush_timeout``) and close every client."""
         self._producer.close()

@@ -1,10 +1,7 @@
 """The IncomingMessage of the Kafka driver: Kafka fields read from the record when asked.
 
-A listener may hand out hundreds of thousands of messages a second; copying
-seven fields out of every confluent-kafka record that the dispatcher never
-looks at would cost more than the dispatch. The record is kept and the fields
-(``topic``, ``partition``, ``offset``, ``key``, ``timestamp``, ``headers``,
-``raw``) are properties over it.
+Copying seven fields out of every record would cost more than the dispatch;
+the record is kept and the fields are properties over it.
 """
 from __future__ import annotations
 
@@ -16,13 +13,9 @@ from notify_transport.drivers.base import IncomingMessage
 
 
 class ConsumedRecord(Protocol):
-    """A record a consumer returned without error: a confluent-kafka ``Message`` as it is then.
+    """A record a consumer returned without error: ``topic()``, ``partition()`` and ``offset()`` are set.
 
-    The client's types allow None for ``topic()``, ``partition()`` and ``offset()``
-    (a ``Message`` may carry an error event instead, or be built by hand); a record
-    handed on after the error check always has them. The code that handles records
-    is typed with this protocol, and the consumer casts once per checked batch, so
-    that knowledge lives in one place at no cost per record.
+    The client's types allow None there; the consumer casts once per checked batch.
     """
 
     def topic(self) -> str: ...

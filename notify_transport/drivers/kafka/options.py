@@ -20,10 +20,7 @@ GROUP = "oslo_messaging_kafka"
 class SecretCompatStrOpt(cfg.StrOpt):
     """A StrOpt that is always ``secret`` yet equal to oslo.messaging's definition, which is not.
 
-    oslo.config refuses a second registration of an option that differs in
-    any attribute; comparing without ``secret`` lets oslo.messaging register
-    its copy after ours (ours, hidden in ``log_opt_values()``, stays), and
-    ours after its copy (its copy stays: what oslo.messaging logs itself).
+    Comparing without ``secret`` lets either library register its copy after the other's.
     """
 
     def __init__(self, name: str, **kwargs: Any) -> None:
@@ -246,13 +243,8 @@ START_TIMEOUT_MARGIN = 15.0
 def listener_start_timeout(opts: Any) -> float:
     """How long a listener's ``start()`` waits for its partitions.
 
-    ``listener_start_timeout`` when set, else twice ``session_timeout`` plus
-    :data:`START_TIMEOUT_MARGIN`: the group coordinator evicts a crashed
-    member only ``session_timeout`` after its last heartbeat (Kafka), or at
-    its next periodic expiry check, up to a session later (Tansu takes about
-    twice the session timeout), and the restarted service's join completes
-    after that, so a shorter wait would fail every restart that follows a
-    crash.
+    ``listener_start_timeout``, else twice ``session_timeout`` plus :data:`START_TIMEOUT_MARGIN`:
+    a crashed member is evicted up to two sessions late (Tansu), and a restart joins after that.
     """
     if opts.listener_start_timeout is None:
         return 2 * opts.session_timeout + START_TIMEOUT_MARGIN

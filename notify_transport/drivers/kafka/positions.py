@@ -1,14 +1,8 @@
 """Where reading starts: message ids and start positions, resolved to offsets.
 
-A :class:`MessageId` names one record, ``(topic, partition, offset)``, as
-Milvus's stream interface does. A :class:`StartPosition` says where a listener
-or a reader starts: the pool's committed offset (listeners only), the
-earliest or the latest offset, a given offset, the last N records, or the
-first record at or after a time. :func:`start_offset` places one in a
-partition's range; :func:`resolve_offsets` turns one into concrete offsets with
-Kafka's ListOffsets request (``offsets_for_times``; the timestamps ``-2`` and
-``-1`` mean earliest and latest in the protocol), so no broker's high
-watermark report is trusted.
+A :class:`MessageId` names one record; a :class:`StartPosition` says where a
+listener or reader starts. :func:`resolve_offsets` asks the brokers with
+ListOffsets (``offsets_for_times``) rather than trusting a high watermark report.
 """
 from __future__ import annotations
 

@@ -1,34 +1,13 @@
 """Producing to Kafka: the one confluent-kafka Producer wrapper, and the notifier's accounting.
 
-:class:`KafkaProducer` owns one ``confluent_kafka.Producer`` at a time and
-replaces it after a fatal error (e.g. OUT_OF_ORDER_SEQUENCE_NUMBER once a
-restarted broker lost acknowledged writes: an idempotent session cannot go
-on). What the condemned client still holds is not dropped: its messages come
-back as failed delivery reports (fatal or purge errors) carrying topic,
-value, key, headers and create time, and are produced again on the new
-client while their original ``message.timeout.ms`` has not passed. No copy is
-kept on the hot path for that. A resend may duplicate a message the broker
-did store; the message id lets consumers drop the copy.
-
-The replacement protocol: the client is swapped under a lock held only for
-the swap; the old client's report thread is stopped and joined, its
-messages purged and re-produced, and the client closed, all outside the lock
-and each bounded in time. Whichever thread saw the fatal error first does it.
-
-:class:`NotificationProducer` (the notifier) counts sends and failures on
-top: a failed delivery is reported, counted and logged with its topic and
-cause (never the payload), so nothing is dropped silently; successes are
-not reported one by one (librdkafka's ``delivery.report.only.error``): a
-notification is delivered once no client holds it any more and it did not
-fail. ``retry`` follows oslo.messaging's meaning:
-
-* ``None`` or ``-1``: librdkafka retries on its own until ``delivery_timeout``;
-* ``0``: a failed delivery is reported, never re-sent;
-* ``N > 0``: a failed delivery is produced again, up to ``N`` times, each
-  attempt with a fresh ``delivery_timeout``.
-
-The listeners' retry and dead-letter copies use :class:`KafkaProducer` too
-(:class:`~notify_transport.drivers.kafka.delivery.deadletter.SideProducer`).
+:class:`KafkaProducer` replaces its client after a fatal error (e.g.
+OUT_OF_ORDER_SEQUENCE_NUMBER after a broker lost acknowledged writes): the
+condemned client's messages come back as failed reports and are produced again
+on the new client within their ``message.timeout.ms``, with no copy kept on the
+hot path. The swap alone is under the lock; purging, re-producing and closing
+happen outside it, each bounded. :class:`NotificationProducer` counts the
+notifier's sends and failures on top (``retry`` as in oslo.messaging; see
+doc/source/delivery.rst). The retry/dead-letter copies use :class:`KafkaProducer` too.
 """
 from __future__ import annotations
 
@@ -42,10 +21,11 @@ from typing import Any, Callable
 import confluent_kafka
 from confluent_kafka import KafkaError, KafkaException
 
-from notify_transport.drivers.kafka.client_properties import RDKAFKA_LOG, redact
+from notify_transport.drivers.kafka.client_properties import RDKAFKA_LOG
 from notify_transport.drivers.kafka.delivery.counters import Counter
 from notify_transport.drivers.kafka.reporting import RateLimitedLog
 from notify_transport.exceptions import MessageDeliveryFailure
+from notify_transport.secrets import mask_properties
 
 LOG = logging.getLogger(__name__)
 
@@ -97,10 +77,8 @@ def fatal_error(exc: KafkaException) -> KafkaError | None:
 def _serve_reports(client: confluent_kafka.Producer, timeout: float) -> None:
     """Serve delivery reports for up to ``timeout`` seconds, returning once the client holds nothing.
 
-    poll(), not flush(): when the fatal error is raised in the middle of a
-    flush(), confluent-kafka goes on calling delivery callbacks with that
-    exception pending, and they fail (SystemError) with their messages lost.
-    poll() returns with the exception instead.
+    poll(), not flush(): a fatal error raised during flush() makes the next delivery callbacks
+    fail (SystemError) and lose their messages; poll() returns with the exception.
     """
     deadline = time.monotonic() + max(0.0, timeout)
     while True:
@@ -171,7 +149,6 @@ class KafkaProducer:
     def __repr__(self) -> str:
         return f"<KafkaProducer {self.name}>"
 
-    # -- the client -------------------------------------------------------------
     def _handle(self) -> _Client:
         """The current client, created on first use (a driver that never sends opens no connection)."""
         handle = self._current
@@ -191,7 +168,7 @@ class KafkaProducer:
         if config.get("enable.idempotence") and "statistics.interval.ms" not in config:
             config["statistics.interval.ms"] = _STATS_INTERVAL_MS
             config["stats_cb"] = functools.partial(self._on_stats, handle)
-        LOG.debug("Creating Kafka producer for %s: %s", self.name, redact(self._config))
+        LOG.debug("Creating Kafka producer for %s: %s", self.name, mask_properties(self._config))
         try:
             handle.client = confluent_kafka.Producer(config)
         except (KafkaException, ValueError, TypeError) as exc:
@@ -297,7 +274,6 @@ class KafkaProducer:
             # freed here, outside the lock, not by the garbage collector at any moment
             handle.client = None
 
-    # -- reports ----------------------------------------------------------------
     def _report(self, handle: _Client, report: Report, err: KafkaError | None, msg: Any) -> None:
         """A delivery report of ``handle``'s client: move the message to a new client
         if its client was condemned, else hand it to ``report``."""
@@ -361,15 +337,12 @@ class KafkaProducer:
                 KafkaError._FATAL, f"the idempotent producer bumped its epoch {current[1] - last[1]} "
                 "times in a row: the broker does not keep its producer id", fatal=True))
 
-    # -- producing --------------------------------------------------------------
     def produce(self, topic: str, value: Any, key: Any = None,
                 headers: list[tuple[str, bytes]] | None = None, on_delivery: Report | None = None,
                 timestamp: int = 0, wait: bool = True) -> None:
         """Queue one message (``on_delivery`` receives its report instead of ``on_report``).
 
-        A full local queue is waited on (``wait``: serving reports) for up to
-        ``queue_timeout``, then BufferError. A client in a fatal state is
-        replaced first and the message queued on the new one. KafkaException,
+        A full queue is waited on for up to ``queue_timeout``, then BufferError; KafkaException,
         TypeError and ValueError mean the message was refused.
         """
         # inside a delivery callback (wait=False) a client is retired after its poll, not here
@@ -430,15 +403,7 @@ class KafkaProducer:
         handle = self._current
         client = handle.client if handle is not None else None
         if handle is not None and client is not None:
-            try:
-                client.poll(timeout)
-            except RuntimeError:
-                pass
-            except KafkaException as exc:
-                err = fatal_error(exc)
-                if err is None:
-                    raise
-                self._condemn(handle, err)
+            self._serve_on(handle, client.poll, timeout)
         if self._old:
             self._retire_condemned()
 
@@ -455,15 +420,19 @@ class KafkaProducer:
             if handle is None or client is None or not self.pending \
                     or (left is not None and left <= 0):
                 return self.pending
-            try:
-                _serve_reports(client, 1.0 if left is None else min(1.0, left))
-            except RuntimeError:
-                pass
-            except KafkaException as exc:
-                err = fatal_error(exc)
-                if err is None:
-                    raise
-                self._condemn(handle, err)
+            self._serve_on(handle, functools.partial(_serve_reports, client), 1.0 if left is None else min(1.0, left))
+
+    def _serve_on(self, handle: _Client, serve: Callable[[float], Any], timeout: float) -> None:
+        """``serve(timeout)`` on ``handle``'s client; a fatal error condemns the client."""
+        try:
+            serve(timeout)
+        except RuntimeError:  # closed under us
+            pass
+        except KafkaException as exc:
+            err = fatal_error(exc)
+            if err is None:
+                raise
+            self._condemn(handle, err)
 
     def close(self, timeout: float) -> int:
         """Flush for up to ``timeout``; fail what is left (reported through the callbacks),
@@ -556,7 +525,6 @@ class NotificationProducer:
         self.client.close(self._flush_timeout)
         self.failures.summarize()
 
-    # -- sending --------------------------------------------------------------
     def send(self, topic: str, value: bytes, key: Any = None, retry: int | None = None) -> None:
         """Queue one message; raise MessageDeliveryFailure when it cannot be queued.
 
@@ -586,7 +554,6 @@ class NotificationProducer:
             self.failed.incr()
             raise
 
-    # -- reports (run in whichever thread polls) --------------------------------
     def on_report(self, err: KafkaError | None, msg: Any) -> None:
         # only failures are reported (delivery.report.only.error): a report per
         # confirmed message would cost a Python call and the GIL each
@@ -603,7 +570,6 @@ class NotificationProducer:
         for _ in range(count):
             self.failed.incr()
 
-    # -- stats ----------------------------------------------------------------
     @property
     def pending(self) -> int:
         """Notifications neither confirmed nor reported failed: what the client still holds."""

@@ -1,25 +1,12 @@
 """Reading Kafka from a position without a consumer group: the one reader.
 
-* :class:`Reader`: several partitions read by one client, each from its own
-  offset and, if given, up to an end offset; partitions can be added while
-  reading. ``notify-transport tail`` follows topics with it.
-* :class:`PartitionConsumer` (Milvus's stream consumer): one partition,
-  assigned, never committed; ``receive()``, ``seek(message_id, inclusive)``,
-  ``latest_message_id()``.
-* :class:`PartitionIterator` (kafka-go's reader): iterates over one partition
-  from a position; a fetch thread fills a bounded buffer, so fetching runs
-  ahead of the caller by at most ``buffer`` records.
-* :class:`MergedIterator`: several iterators composed into one that yields
-  what any of them read, in arrival order (per partition, offset order).
-* :class:`RangeReader`: fixed offset ranges ``[start, end)`` of several
-  partitions with one client, in chunks (the Spark source); the client can
-  read range after range, so a caller may keep it between reads.
-
-Partitions are assigned, never subscribed: no group is joined, nothing is
-committed, nothing is left behind on the brokers. Where reading starts is
-resolved by :mod:`.positions`. Closing a reader closes its client (and with
-it librdkafka's own threads); closing an iterator also stops and joins its
-thread: nothing is left running.
+:class:`Reader` reads several partitions, each from its own offset (``tail``);
+:class:`PartitionConsumer` one partition with ``seek``; :class:`PartitionIterator`
+iterates one partition with a fetch thread and a bounded buffer; :func:`merge`
+composes iterators; :class:`RangeReader` reads fixed ``[start, end)`` ranges of
+several partitions with one client that may be kept between reads (the Spark
+source). Partitions are assigned, never subscribed: no group is joined, nothing
+committed. Closing stops and joins everything it started.
 """
 from __future__ import annotations
 
@@ -164,7 +151,6 @@ class Reader(_Closing):
             raise MessagingException(f"{self.name} is closed")
         return self._consumer
 
-    # -- where -------------------------------------------------------------------
     def partitions_of(self, topics: Iterable[str], timeout: float | None = None
                       ) -> tuple[list[Partition], list[str]]:
         """The partitions of those of ``topics`` that exist, and the names of the others."""
@@ -234,7 +220,6 @@ class Reader(_Closing):
         """Every partition has an end and is :meth:`done`."""
         return bool(self.positions) and all(self.done(tp) for tp in self.positions)
 
-    # -- reading -----------------------------------------------------------------
     def receive(self, max_records: int = 500, timeout: float | None = None) -> list[Record]:
         """What arrived, up to ``max_records``; empty when nothing within ``timeout`` seconds
         (None: wait until something arrives)."""
@@ -292,7 +277,7 @@ class Reader(_Closing):
 
 
 class PartitionConsumer(_Closing):
-    """One partition of one topic, read from a position; see the module docstring."""
+    """One partition of one topic, read from a position, never committed (Milvus's stream consumer)."""
 
     def __init__(self, config: dict[str, Any], topic: str, partition: int = 0,
                  start: StartPosition = StartPosition(LATEST), name: str = "reader",
@@ -347,7 +332,7 @@ class PartitionConsumer(_Closing):
 
 
 class PartitionIterator(_Records):
-    """Iterates over one partition; see the module docstring.
+    """Iterates over one partition; a fetch thread fills a bounded buffer (kafka-go's reader).
 
     ``until_end``: stop at the end offset the partition had when iteration
     began (read what is there, then finish) instead of waiting for more.

@@ -1,12 +1,9 @@
 """Message bodies and AMQP properties as oslo.messaging's rabbit driver (kombu) writes them.
 
-kombu publishes the JSON of the envelope with ``content_type
-application/json``, ``content_encoding utf-8``, ``delivery_mode 2`` and
-``priority 0``; a call also carries ``expiration`` (its timeout, in ms) so an
-unanswered request does not outlive its caller. The receiving side of kombu
-decodes a body only when the content type says JSON, so these properties are
-part of the wire contract. ``kombu_compression`` compresses the body and
-names the codec in the ``compression`` header (kombu's ``gzip`` is zlib).
+kombu decodes a body only when the content type says JSON, so the properties
+are part of the wire contract; a call's ``expiration`` keeps an unanswered
+request from outliving its caller; ``kombu_compression`` names the codec in
+the ``compression`` header.
 """
 from __future__ import annotations
 

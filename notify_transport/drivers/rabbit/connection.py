@@ -1,33 +1,18 @@
 """One AMQP connection driven by its own I/O thread, reconnecting by itself.
 
-pika is not thread-safe, so the pika objects of a connection are touched by
-one thread at a time. The connection is pika's ``SelectConnection`` with
-pika's own transport, on a
+pika is not thread-safe: the connection is pika's ``SelectConnection`` on a
 :class:`~notify_transport.drivers.rabbit.ioloop.LendingIOLoop` given as pika's
-documented ``custom_ioloop``; the loop's thread holds the loop's lock except
-while it waits in ``epoll``. Another thread either hands work over with
-:meth:`RabbitConnection.call_soon` (``add_callback_threadsafe``) or, when the
-lock is free, runs it itself with :meth:`RabbitConnection.try_run_locked`
-(publishing does: no wake-up of the I/O thread, no thread hop before the bytes
-leave), and a thread waiting for what the socket brings may read it itself
-(:meth:`RabbitConnection.read_while_waiting`). The application's callbacks run
-after the lock is let go (:meth:`RabbitConnection.call_unlocked`). Without
-``epoll`` the loop is pika's own ``IOLoop`` and all of that work goes to its
-thread. Methods whose name starts with ``io_`` run on the I/O thread or under
-the loop's lock.
+documented ``custom_ioloop``. Another thread hands work over with
+:meth:`RabbitConnection.call_soon` or, when the loop's lock is free, runs it
+itself (:meth:`RabbitConnection.try_run_locked`,
+:meth:`RabbitConnection.read_while_waiting`); application callbacks run after
+the lock is let go. Methods named ``io_*`` run on the I/O thread or under the
+lock. Without ``epoll`` it is pika's own ``IOLoop``.
 
-Parts of the driver that need a channel (the publisher, each consumer)
-register as a :class:`ChannelUser`. The connection opens a channel for each
-user when it connects, opens it again after every reconnect or channel error,
-and tells the user so that it can declare its queues and consume again. A
-lost connection is retried forever: first each host of the URL in turn (the
-failover order), then whole rounds spaced by ``rabbit_retry_interval`` plus
-``rabbit_retry_backoff`` per round, up to ``rabbit_interval_max``.
-
-A refused login or virtual host is remembered as :attr:`fatal_error`, so that
-operations fail at once with a clear message instead of waiting out their
-timeout; reconnecting goes on in the background in case an operator fixes
-the permissions.
+Each :class:`ChannelUser` gets a channel, opened again after every reconnect.
+A lost connection is retried forever (each host in turn, then rounds spaced by
+the retry options). A refused login is remembered as :attr:`fatal_error` so
+operations fail at once while reconnecting goes on.
 """
 from __future__ import annotations
 
@@ -133,7 +118,6 @@ class RabbitConnection:
     def __repr__(self) -> str:
         return f"<RabbitConnection {self.purpose} {self.settings.url_for_logs}>"
 
-    # -- life cycle --------------------------------------------------------------
     def start(self) -> None:
         with self._start_lock:
             if not self._started:
@@ -181,13 +165,10 @@ class RabbitConnection:
             self._ioloop.add_callback_threadsafe(fn)
 
     def try_run_locked(self, fn: Callable[..., Any], *args: Any) -> bool:
-        """Run ``fn(*args)`` now on this thread under the loop's lock if that is free right
-        now; False (nothing run) if it is busy or the loop cannot lend it.
+        """Run ``fn(*args)`` now under the loop's lock if it is free; False (nothing run) otherwise.
 
-        For short, non-blocking work on pika objects (e.g. one publish): no
-        wake-up of the I/O thread, no thread hop. A caller told False hands
-        its work to the I/O thread (:meth:`call_soon`) instead of queueing for
-        the lock behind it.
+        For short non-blocking work (one publish): no wake-up, no thread hop. Told False, the
+        caller hands its work to :meth:`call_soon` rather than queue for the lock.
         """
         if not self._lending or not self._ioloop.try_lend():
             return False
@@ -212,11 +193,8 @@ class RabbitConnection:
                            recheck: float = 0.01) -> bool:
         """Before waiting for what this connection will bring, read it on this thread.
 
-        Returns when ``done()``, after ``timeout`` or at once (False, without
-        running ``first``) when another thread already reads or the loop
-        cannot lend itself; see :meth:`LendingIOLoop.read_while`. The caller
-        then waits its usual way for what is left. ``recheck``: seconds
-        between checks of ``done()`` for news that another thread brings.
+        Returns when ``done()``, after ``timeout`` or at once (False, ``first`` not run) when
+        another thread reads; see :meth:`LendingIOLoop.read_while`.
         """
         if timeout is None:
             timeout = 3600.0
@@ -250,7 +228,6 @@ class RabbitConnection:
                 self._cond.wait(remaining if remaining is not None else 1.0)
         return True
 
-    # -- channel users -------------------------------------------------------------
     def add_user(self, user: ChannelUser) -> None:
         """Give ``user`` a channel now (if connected) and after every reconnect."""
         self.start()
@@ -293,7 +270,6 @@ class RabbitConnection:
             return True
         return reason.reply_code not in (403, 530)
 
-    # -- I/O thread ----------------------------------------------------------------------
     def _run(self) -> None:
         self._io_ident = threading.get_ident()
         try:

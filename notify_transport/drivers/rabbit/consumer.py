@@ -1,15 +1,10 @@
 """Consuming a set of queues on one channel, set up again after every reconnect.
 
-On each (re)opened channel the consumer sets its prefetch, declares its
-exchanges, queues and bindings (``nowait``: the broker processes them in order)
-and starts consuming; it is *ready* once the broker confirmed every consumer
-(``Basic.ConsumeOk``), which is when a listener's ``start()`` may return.
-Deliveries either go to a callback run by the thread reading the connection
-(replies) or into a buffer that listener threads poll; a polling thread that
-finds the buffer empty reads the connection itself when no other thread does,
-so a delivery reaches it without a hand-off. Acks are sent by the I/O thread
-on the channel the message came from; a message whose channel is gone is not
-acked, since the broker has already requeued it.
+Each (re)opened channel gets its prefetch, ``nowait`` declarations and
+consumers; the consumer is *ready* once every ``Basic.ConsumeOk`` arrived.
+Deliveries go to a callback (replies) or a buffer that a polling thread may
+fill by reading the connection itself. A message whose channel is gone is not
+acked: the broker has requeued it.
 """
 from __future__ import annotations
 
@@ -89,7 +84,6 @@ class QueueConsumer(ChannelUser):
     def __repr__(self) -> str:
         return f"<QueueConsumer {self.name} queues={[q.name for q in self.queues]}>"
 
-    # -- any thread ------------------------------------------------------------------
     def start(self) -> None:
         self.conn.add_user(self)
 
@@ -194,7 +188,6 @@ class QueueConsumer(ChannelUser):
         self.conn.remove_user(self, timeout)
         self._ready.clear()
 
-    # -- I/O thread ----------------------------------------------------------------------
     def io_channel_open(self, channel: Channel) -> None:
         self._channel = channel
         if self._stopping:

@@ -136,7 +136,6 @@ class LendingIOLoop:
         self._closed = False
         self._lent = _Lent(self)
 
-    # -- the lock ---------------------------------------------------------------------------
     def holds_lock(self) -> bool:
         """True on the thread holding the loop's lock (the loop's, or one it lent it to)."""
         return self._owner == threading.get_ident()
@@ -216,7 +215,6 @@ class LendingIOLoop:
             except OSError:
                 pass  # the pipe is full: a wake-up is pending anyway
 
-    # -- pika's IOLoop interface ------------------------------------------------------------
     def add_callback(self, callback: Callable[[], Any]) -> None:
         """Run ``callback`` on the loop's thread soon (thread-safe); dropped once the loop is closed."""
         with self._callbacks_lock:
@@ -317,7 +315,6 @@ class LendingIOLoop:
             for fd in (self._wake_r, self._wake_w):
                 os.close(fd)
 
-    # -- the loop ------------------------------------------------------------------------------
     def _mask(self, fd: int, events: int) -> int:
         mask = 0
         if events & self.READ and fd not in self._read_elsewhere:
@@ -385,7 +382,6 @@ class LendingIOLoop:
         except (BlockingIOError, OSError):
             pass
 
-    # -- reading on a waiting thread --------------------------------------------------------
     def read_while(self, done: Callable[[], bool], deadline: float,
                    first: Callable[[], None] | None = None, recheck: float = 0.01) -> bool:
         """Read the loop's one socket on this thread until ``done()`` or ``deadline``.

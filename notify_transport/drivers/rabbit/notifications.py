@@ -1,20 +1,11 @@
 """Notifications over RabbitMQ, laid out as oslo.messaging's rabbit driver.
 
-Sending publishes to the topic exchange (``control_exchange`` unless the
-target names one) with routing key ``<topic>.<priority>`` and declares the
-queue of that name first, so a notification sent before any listener started
-waits in it. Sends do not block on the broker: confirms are counted as they
-arrive (:meth:`NotificationSender.stats`), failures are logged with their
-cause, :meth:`NotificationSender.flush` waits for what is in flight, and a
-sender with too much in flight blocks for a bounded time, then raises.
-
-Listening consumes one queue per pool (named after it) bound to every
-``<topic>.<priority>``, or the ``<topic>.<priority>`` queues themselves
-without a pool: each pool gets every notification, the listeners of a pool
-share them. A message is acknowledged when the endpoint is done with it
-(``acknowledge()``) or handed back (``requeue()``); a message that cannot be
-decoded is logged and rejected without requeue (dead-lettered where the
-queue has a dead-letter exchange).
+Sending publishes with routing key ``<topic>.<priority>`` and declares that
+queue first, so nothing sent before a listener starts is lost; confirms are
+counted as they arrive and failures logged. Listening consumes a queue per
+pool (each pool gets every notification); a message is acked when the endpoint
+is done, and an undecodable one is rejected without requeue (dead-lettered where
+the queue has a dead-letter exchange).
 """
 from __future__ import annotations
 

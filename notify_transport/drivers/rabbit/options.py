@@ -1,14 +1,9 @@
 """``[oslo_messaging_rabbit]`` options.
 
-``oslo_compat_opts`` are oslo.messaging 18.3.1's rabbit driver options
-(``rabbit_opts`` and ``amqp_opts``) copied attribute for attribute: oslo.config
-refuses two registrations of one name that differ in anything, help text
-included, and services load both libraries in one process. A test registers
-both sets in one ConfigOpts. ``extra_opts`` are ours, under names oslo does not
-use. Every option can be overridden per transport by the URL query.
-
-Compatibility options this driver accepts but does not act on, because its
-design makes them moot, are listed in :data:`NOT_APPLICABLE`.
+``oslo_compat_opts`` copy oslo.messaging 18.3.1's rabbit options attribute for
+attribute (oslo.config refuses two differing registrations of one name, and
+services load both libraries); ``extra_opts`` are ours. Options accepted but
+moot by design are listed in :data:`NOT_APPLICABLE`.
 """
 from __future__ import annotations
 

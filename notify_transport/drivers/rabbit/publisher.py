@@ -1,22 +1,12 @@
 """Publishing with publisher confirms on one channel, many messages in flight.
 
-Callers on any thread publish a :class:`PendingPublish` themselves, under the
-connection's I/O lock, and wait on it (or get a callback, run once the lock
-is let go: the application's code never holds up the connection's I/O); a cast reads its
-own confirm when it can (:meth:`Publisher.publish_and_wait`). When the lock is
-busy (or the connection cannot lend it), messages queue in an outbox instead,
-and one wake-up of the I/O thread (pika's ``add_callback_threadsafe``)
-publishes every message queued until it runs: senders do not queue up behind
-each other. Either way many messages are in flight on the channel at once. Publishing
-declares what the message needs (exchange, and for notifications the default
-queue) with ``nowait`` declarations, which the broker processes in channel
-order before the publish, so no round trip is spent on them. Confirms
-(``Basic.Ack``, possibly ``multiple``) complete messages; a ``Basic.Return``
-before the ack marks a mandatory message unroutable. Messages whose channel
-or connection was lost before the confirm go back to a backlog and are
-published again after the reconnect, within their ``retry`` budget (a
-duplicate is possible then, which is why messages carry oslo's
-``_unique_id`` for receivers to drop repeats).
+Callers publish a :class:`PendingPublish` themselves under the connection's I/O
+lock and wait on it (callbacks run once the lock is let go); when the lock is
+busy, messages queue in an outbox that one wake-up of the I/O thread publishes.
+Declarations are ``nowait`` (processed in channel order before the publish).
+Messages whose channel was lost before the confirm are published again after
+the reconnect, within their ``retry`` budget (``_unique_id`` lets receivers drop
+the duplicate).
 """
 from __future__ import annotations
 
@@ -103,10 +93,7 @@ class PendingPublish:
     def finish(self, error: BaseException | None = None, returned: str | None = None) -> bool:
         """Settle the outcome and release the waiters, once; True for the call that did.
 
-        Thread-safe: when two threads finish a message at once (say a close
-        failing it while the I/O thread confirms it), one outcome wins whole
-        and the other call changes nothing. The caller that got True owes the
-        ``on_done`` callback (:meth:`run_on_done`).
+        Thread-safe: of two concurrent calls one outcome wins whole; the winner owes ``on_done``.
         """
         if not self._settling.acquire(False):
             return False
@@ -151,9 +138,7 @@ class Publisher(ChannelUser):
     def publish(self, message: PendingPublish) -> PendingPublish:
         """Publish ``message`` (thread-safe) and return it; it completes when the broker confirms.
 
-        From another thread it is published under the connection's lock when
-        that is free, else it joins the outbox, which the I/O thread publishes
-        (only the first message of a batch wakes it). Raises
+        Under the connection's lock when free, else through the outbox. Raises
         ``MessageDeliveryFailure`` when the connection is closed.
         """
         if self.conn.in_io_thread():
@@ -204,7 +189,6 @@ class Publisher(ChannelUser):
         for message in self._take_outbox():
             self._finish(message, error=error)
 
-    # -- I/O thread ----------------------------------------------------------------
     def _io_flush_outbox(self) -> None:
         """Publish every message queued by other threads since the last wake-up."""
         for message in self._take_outbox():

@@ -1,21 +1,10 @@
 """RPC over RabbitMQ, on the wire exactly as oslo.messaging's rabbit driver.
 
-A request is the oslo envelope of ``{"method", "args", ["namespace"],
-["version"], "_unique_id", "_context_<key>"...}``; a call adds ``_msg_id``,
-``_reply_q`` (the caller's reply queue) and ``_timeout`` (call-monitor
-interval or null). The server answers on the default exchange with routing
-key ``_reply_q``: ``{"result", "failure", "ending", "_msg_id", "_unique_id"}``,
-``failure`` being the serialized exception (see ``drivers.remote_errors``).
-``ending: false`` with no result is a call-monitor heartbeat.
-
-Each process (driver) has one reply queue, no queue per call. A waiting
-caller reads the replies itself when no other thread does (see
-``RabbitConnection.read_while_waiting``), so its reply reaches it without a
-thread hop; otherwise whoever reads (another caller, or the I/O thread) hands
-each reply straight to its caller. A cast publishes and reads its confirm the
-same way. Requests are acknowledged on delivery (oslo acknowledges them
-before dispatch: a call runs at most once), and ``_unique_id`` drops
-duplicates of a request published again after a lost confirm.
+Requests and replies are oslo's (``_msg_id``, ``_reply_q``, ``_timeout``;
+``result``/``failure``/``ending``; see ``drivers.remote_errors``). One reply
+queue per process; a waiting caller reads replies itself when no other thread
+does, so its reply needs no thread hop. Requests are acknowledged on delivery
+(at most once, as oslo) and ``_unique_id`` drops republished duplicates.
 """
 from __future__ import annotations
 
@@ -50,8 +39,6 @@ NO_QUEUE_BACKOFF = Backoff(initial=0.05, factor=2.0, maximum=1.0)
 #: Spacing of a reply's publishes while the caller's reply queue is missing (oslo: every 0.25 s).
 MISSING_REPLY_QUEUE_BACKOFF = Backoff(initial=0.25, factor=1.0, maximum=0.25)
 
-
-# -- client side ----------------------------------------------------------------------
 
 class _Waiter:
     """A call waiting for its reply (filled on the I/O thread)."""
@@ -177,7 +164,6 @@ class RpcSender:
             raise MessageDeliveryFailure(f"Not connected to RabbitMQ and retry=0: "
                                          f"{self._conn.last_error or 'connecting'}")
 
-    # -- call ------------------------------------------------------------------------------
     def call(self, target: Target, ctxt: dict, message: dict, timeout: float,
              retry: int | None, call_monitor_timeout: float | None) -> Any:
         if target.fanout:
@@ -248,7 +234,6 @@ class RpcSender:
             raise deserialize_remote_exception(waiter.failure, self._allowed)
         return waiter.result
 
-    # -- cast --------------------------------------------------------------------------------
     def cast(self, target: Target, ctxt: dict, message: dict, retry: int | None,
              transport_options: Any = None) -> None:
         exchange, key = self.route(target)
@@ -279,8 +264,6 @@ def _at_least_once(transport_options: Any) -> bool:
         return bool(transport_options.get("at_least_once"))
     return bool(getattr(transport_options, "at_least_once", False))
 
-
-# -- server side ------------------------------------------------------------------------
 
 class Replier:
     """Sends replies; waits for a missing reply queue in the background, as oslo does."""

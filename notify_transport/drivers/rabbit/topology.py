@@ -1,21 +1,10 @@
 """Exchanges, queues and bindings, laid out exactly as oslo.messaging's rabbit driver does.
 
-RPC (``control_exchange`` defaults to ``openstack``):
-
-* topic exchange ``<exchange>``; queues ``<topic>`` and ``<topic>.<server>``
-  bound with the same routing keys (a call to a topic reaches one of its
-  servers; a call naming a server reaches that server);
-* fanout exchange ``<topic>_fanout`` (auto-delete) and one queue per server
-  ``<topic>_fanout_<uuid>`` (expires after ``rabbit_transient_queues_ttl``);
-* one reply queue per process ``reply_<uuid>`` on the default exchange.
-
-Notifications: topic exchange ``<exchange>``, routing key ``<topic>.<priority>``,
-queue named after the pool, or ``<topic>.<priority>`` without one. The sender
-declares the latter so nothing is lost before a listener starts.
-
-Keeping names and attributes identical is what lets oslo.messaging services and
-this library share a broker: RabbitMQ rejects a declaration whose attributes
-differ from the existing entity's.
+RPC: topic exchange ``<exchange>`` with queues ``<topic>`` and
+``<topic>.<server>``, fanout exchange ``<topic>_fanout`` with a queue per
+server, one ``reply_<uuid>`` queue per process. Notifications: routing key
+``<topic>.<priority>``, a queue per pool (or ``<topic>.<priority>``). Names and
+attributes must match oslo's: RabbitMQ rejects a declaration that differs.
 """
 from __future__ import annotations
 
@@ -85,7 +74,6 @@ class Topology:
                                if opts.enable_cancel_on_failover else None)
         queue_arguments(opts, 0, bool(opts.rabbit_quorum_queue))  # refuse contradictions early
 
-    # -- exchanges -------------------------------------------------------------
     def topic_exchange(self, name: str | None) -> ExchangeSpec:
         return ExchangeSpec(name or self.default_exchange, "topic", self.durable,
                             bool(self.opts.amqp_auto_delete))
@@ -93,7 +81,6 @@ class Topology:
     def fanout_exchange(self, topic: str) -> ExchangeSpec:
         return ExchangeSpec(f"{topic}_fanout", "fanout", self.transient_durable, True)
 
-    # -- queues ----------------------------------------------------------------
     def topic_queue(self, exchange: ExchangeSpec, name: str, routing_keys: list[str]) -> QueueSpec:
         """A shared queue: RPC topic/server queues, notification queues."""
         return QueueSpec(name, self.durable, bool(self.opts.amqp_auto_delete),

@@ -1,31 +1,20 @@
 """The at-least-once commit policy (``delivery_mode = at_least_once``).
 
-An offset is committed only once the record and every record before it in its
-partition finished processing (:mod:`.tracker`): acknowledged, or copied to
-the retry or dead-letter topic and that copy confirmed by the broker.
-Commits happen
-
-* every ``commit_interval`` seconds, asynchronously, from the polling loop;
-* synchronously when partitions are revoked (before another listener of the
-  pool reads them), for those partitions;
-* synchronously on ``commit()`` and on close.
-
-A listener that dies has its uncommitted records (the ones in flight, and
-those finished since the last commit) dispatched again by the pool: at least
-once, duplicates bounded by what was in flight. Records of a revoked
-partition that finish later change nothing (their track is closed), and ones
-still waiting for a worker are skipped (:meth:`still_owned`).
+An offset is committed only once its record and every earlier one of its
+partition finished (:mod:`.tracker`): every ``commit_interval`` seconds
+asynchronously, and synchronously on revoke, ``commit()`` and close. Records of a
+revoked partition change nothing when they finish (their track is closed).
 """
 from __future__ import annotations
 
 import logging
 import time
-from typing import Any
+from typing import Any, Iterable
 
 from confluent_kafka import KafkaError, KafkaException, TopicPartition
 
 from notify_transport.drivers.base import IncomingMessage
-from notify_transport.drivers.kafka.delivery.commit import CommitPolicy
+from notify_transport.drivers.kafka.delivery.commit import CommitPolicy, format_offsets
 from notify_transport.drivers.kafka.delivery.counters import DeliveryCounters
 from notify_transport.drivers.kafka.delivery.hooks import ListenerHooks
 from notify_transport.drivers.kafka.delivery.retry import Requeuer
@@ -71,7 +60,6 @@ class AtLeastOnce(CommitPolicy):
         self.tick = self._tick
         self.on_commit_result = self._on_commit_result
 
-    # -- hand-out ----------------------------------------------------------------
     def _handle(self, topic: str, partition: int) -> _Handle:
         handle = self._handles.get((topic, partition))
         if handle is None or handle.track.closed:
@@ -96,7 +84,6 @@ class AtLeastOnce(CommitPolicy):
     def in_flight(self) -> int:
         return self.tracker.in_flight
 
-    # -- outcomes --------------------------------------------------------------
     def requeue(self, handle: _Handle, message: IncomingMessage) -> None:
         record: ConsumedRecord = message.record  # type: ignore[attr-defined]
         self._copy(handle.track, record, lambda done: self.requeuer.requeue(
@@ -121,7 +108,6 @@ class AtLeastOnce(CommitPolicy):
 
         send(done)
 
-    # -- commits ---------------------------------------------------------------
     def _tick(self) -> None:
         now = time.monotonic()
         if now >= self._next_commit:
@@ -137,7 +123,7 @@ class AtLeastOnce(CommitPolicy):
             self.consumer.commit(offsets=offsets, asynchronous=True)
         except KafkaException as exc:
             self.counters.commit_failures.incr()
-            LOG.warning("%s: could not start a commit of %s: %s", self.name, _format(offsets),
+            LOG.warning("%s: could not start a commit of %s: %s", self.name, format_offsets(offsets),
                         exc.args[0].str())
 
     def _on_commit_result(self, err: KafkaError | None, partitions: list[TopicPartition]) -> None:
@@ -163,7 +149,7 @@ class AtLeastOnce(CommitPolicy):
                 str(tp.error) for tp in partitions if tp.error is not None))
             LOG.warning("%s: commit of %s failed: %s (retried with the next commit; records "
                         "of a partition revoked meanwhile are delivered again)", self.name,
-                        _format(partitions), text)
+                        format_offsets(partitions), text)
         if self.hooks.on_commit is not None:
             self.hooks.call("on_commit", [(tp.topic, tp.partition, tp.offset) for tp in partitions],
                             text)
@@ -197,28 +183,20 @@ class AtLeastOnce(CommitPolicy):
         tracks = self.tracker.revoke(keys)
         for key in keys:
             self._handles.pop(key, None)
-        offsets = []
-        for track in tracks:
-            position = track.close()
-            if position is not None:
-                offsets.append(TopicPartition(track.topic, track.partition, position))
+        offsets = _close(tracks)
         if lost:
             if offsets:
                 LOG.warning("%s: partitions lost before %s could be committed; those records "
-                            "will be delivered again", self.name, _format(offsets))
+                            "will be delivered again", self.name, format_offsets(offsets))
             return
         self._commit_sync(offsets)
 
     def on_close(self) -> None:
         tracks = self.tracker.revoke([(t.topic, t.partition) for t in self.tracker.tracks()])
         self._handles.clear()
-        offsets = []
-        for track in tracks:
-            position = track.close()
-            if position is not None:
-                offsets.append(TopicPartition(track.topic, track.partition, position))
-        self._commit_sync(offsets)
+        self._commit_sync(_close(tracks))
 
 
-def _format(offsets: list[TopicPartition]) -> str:
-    return ", ".join(f"{tp.topic}[{tp.partition}]={tp.offset}" for tp in offsets) or "nothing"
+def _close(tracks: Iterable[PartitionTrack]) -> list[TopicPartition]:
+    """Close each track; the commit positions of those that have one."""
+    return [TopicPartition(t.topic, t.partition, position) for t in tracks if (position := t.close()) is not None]

@@ -1,26 +1,12 @@
 """Commit policies: when a Kafka listener's offsets are committed.
 
-The consumer loop (:mod:`notify_transport.drivers.kafka.consumer`) fetches, decodes and hands messages out;
-*when* their offsets are committed is a policy object it calls at fixed
-points, so other delivery modes (at-least-once, retry topics) plug in without
-touching the loop:
-
-* ``on_assigned(partitions)`` after the listener took partitions (positions set);
-* ``on_polled(records)`` with every record a poll is about to return or skip,
-  before they are decoded and handed out; it may return a callable that the
-  loop calls once they are decoded, before handing them out (a commit that
-  runs while the batch is decoded is waited for there; its ``pending()``,
-  when it has one, says whether calling it now would wait);
-* ``on_undecodable(record, error)`` for a record that is skipped;
-* ``on_ack`` / ``on_requeue`` (callables or None) attached to each message;
-* ``on_revoke(partitions, lost)`` before partitions go to another listener;
-* ``commit()`` when the API asks; ``on_close()`` before the consumer closes.
-
-Policies that track each record (at-least-once) set ``take``: called with
-every record instead of ``on_polled``, it returns the per-partition object
-whose ``on_ack``/``on_requeue`` the record's message gets. ``tick()`` (when
-not None) runs at every turn of the polling loop; ``on_commit_result`` (when
-not None) becomes the consumer's ``on_commit`` callback.
+The consumer loop fetches, decodes and hands messages out; *when* offsets are
+committed is a :class:`CommitPolicy` it calls at fixed points (``on_assigned``,
+``on_polled``, ``on_undecodable``, ``on_revoke``, ``commit``, ``on_close``), so
+other delivery modes plug in without touching the loop. ``on_polled`` may return
+a callable the loop runs once the batch is decoded. Policies that track each
+record set ``take`` instead; ``tick`` runs at every turn of the loop and
+``on_commit_result`` becomes the consumer's ``on_commit``.
 """
 from __future__ import annotations
 
@@ -127,13 +113,10 @@ class _CommitJob:
 
 
 class BackgroundCommitter:
-    """A thread that runs synchronous commits, so that the broker's round trip
-    overlaps with decoding the batch instead of adding to it.
+    """A thread that runs synchronous commits, overlapping the broker's round trip with decoding.
 
-    Only one commit is in flight: the polling thread waits for it before it
-    hands the batch out and before it polls again, so offsets are still
-    committed in order and before dispatch. Consumer calls are thread-safe;
-    no poll runs while the commit does.
+    One commit in flight, waited for before the batch is handed out and before the next poll,
+    so offsets are still committed in order and before dispatch.
     """
 
     #: Most time the polling thread waits for the commit to have been sent
@@ -176,10 +159,8 @@ class BackgroundCommitter:
 class CommitBeforeDispatch(CommitPolicy):
     """oslo.messaging's semantics: a polled batch is committed synchronously before it is returned.
 
-    At most once: a listener that dies while processing loses that batch (it
-    was committed). ``requeue()`` cannot bring a message back in this mode.
-    The commit runs on a :class:`BackgroundCommitter` while the batch is
-    decoded; the batch is handed out only once the broker confirmed it.
+    At most once; ``requeue()`` cannot bring a message back. The commit runs on a
+    :class:`BackgroundCommitter` while the batch is decoded.
     """
 
     #: Attempts of the synchronous commit before the batch is handed out uncommitted.
@@ -229,7 +210,7 @@ class CommitBeforeDispatch(CommitPolicy):
             # owns the partition next; it is still handed out now.
             LOG.warning("%s: could not commit offsets %s before dispatch (%s); "
                         "dispatching anyway, these messages may be delivered again",
-                        self.name, _format(offsets), err.str())
+                        self.name, format_offsets(offsets), err.str())
             return
         committed = self.committed
         for tp in offsets:
@@ -282,10 +263,6 @@ def _ignore(confirmed: bool) -> None:
     """Delivery outcome of a copy whose original was committed before dispatch (failures are logged)."""
 
 
-def default_policy(opts: Any) -> CommitPolicy:
-    """The policy the options ask for: background commits or commit before dispatch."""
-    return AutoCommit() if opts.enable_auto_commit else CommitBeforeDispatch()
-
-
-def _format(offsets: list[TopicPartition]) -> str:
-    return ", ".join(f"{tp.topic}[{tp.partition}]={tp.offset}" for tp in offsets)
+def format_offsets(offsets: list[TopicPartition]) -> str:
+    """``topic[partition]=offset, ...`` for log lines."""
+    return ", ".join(f"{tp.topic}[{tp.partition}]={tp.offset}" for tp in offsets) or "nothing"

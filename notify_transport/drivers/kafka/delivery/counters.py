@@ -1,9 +1,7 @@
 """A counter that many threads can increment without a lock.
 
-Producers are shared by every sending thread and delivery reports arrive on
-whichever thread polls, so plain ``x += 1`` could lose updates. The hot path
-uses ``itertools.count``'s ``__next__``, which is atomic; reading (rare) takes
-a lock and corrects for the number it consumes.
+The hot path uses ``itertools.count``'s atomic ``__next__``; reading (rare)
+takes a lock and corrects for the number it consumes.
 """
 from __future__ import annotations
 

@@ -1,21 +1,10 @@
 """Retry and dead-letter records: their headers, and the producer that sends them.
 
-A record sent to a retry or dead-letter topic keeps its key and value (the
-original wire bytes, whatever they are) and its headers, plus these:
-
-* ``nt-original-topic``, ``nt-original-partition``, ``nt-original-offset``:
-  where it was first read (a retried record keeps the first coordinates);
-* ``nt-attempts``: processing attempts made so far;
-* ``nt-error``: the exception text, ``requeued`` when an endpoint asked for a
-  requeue, or ``undecodable: <reason>``;
-* ``nt-pool``: the pool (consumer group) that gave up on it.
-
-Numbers are ASCII decimal. These headers are information for people and
-tools reading the copies: where a copy goes is decided by the topic it was
-read from and the listener's configuration (:class:`~.retry.Requeuer`), never
-by a header, which anyone producing to the topic can set. The original offset may only be committed once the
-broker confirmed the copy, so :class:`SideProducer` reports each delivery to a
-callback; a delivery that fails for a reason a resend can fix is sent again.
+A copy keeps the original key, value and headers and gains the ``nt-*``
+headers listed in doc/source/delivery.rst. They inform people and tools only:
+where a copy goes is decided by the topic and the listener's configuration,
+never by a header anyone can set. The original offset is committed only once
+the copy is confirmed, so :class:`SideProducer` reports each delivery.
 """
 from __future__ import annotations
 
@@ -141,10 +130,8 @@ class _Delivery:
 class SideProducer:
     """One producer per listener for retry and dead-letter copies, every delivery reported.
 
-    Built on the one producer wrapper (:class:`~notify_transport.drivers.kafka.producer.KafkaProducer`):
-    copies held by a client that hit a fatal error are sent again on its
-    replacement. Delivery reports are served by :meth:`serve` (the listener's
-    polling thread calls it), by sends waiting for room, and by :meth:`flush`.
+    On :class:`~notify_transport.drivers.kafka.producer.KafkaProducer`; reports are served by
+    :meth:`serve` (the polling thread), by sends waiting for room and by :meth:`flush`.
     """
 
     def __init__(self, config: dict[str, Any], name: str) -> None:

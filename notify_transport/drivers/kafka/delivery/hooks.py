@@ -1,11 +1,8 @@
 """Lifecycle callbacks of a Kafka listener (zkafka's "lifecycle functions").
 
-Give a :class:`ListenerHooks` as the ``hooks`` listener option to add metrics
-or logging at fixed points of processing. Every callback is optional, runs in
-the thread where the event happens (a worker, the polling thread, or the
-thread serving delivery reports) and must be quick. An exception raised by a
-callback is logged and otherwise ignored: a hook never changes what happens
-to a message.
+Every callback is optional, runs in the thread where the event happens and
+must be quick; an exception it raises is logged and never changes what
+happens to a message.
 """
 from __future__ import annotations
 

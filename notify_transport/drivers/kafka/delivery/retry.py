@@ -1,17 +1,9 @@
 """Requeue: retry topics processed after a delay, then the dead-letter topic.
 
-:class:`Requeuer` decides where a failed or undecodable record goes: back
-through the pool's retry topic while attempts are left (``max_attempts``,
-the first one included), else to the dead-letter topic. The listener
-subscribes to the retry topics of its topics, so retried records are
-dispatched to the same endpoints by the same pool.
-
-:class:`DelayGate` holds records of retry topics until their timestamp plus
-``retry_delay`` (zkafka's "process delay"): the first record that is not due
-pauses its partition only, so the other partitions (and the main topics) keep
-flowing, and the partition resumes when its held records are due. Held records
-are not handed out, hence never committed: if the partition is revoked
-meanwhile, its next owner reads them again.
+:class:`Requeuer` sends a failed record back through the pool's retry topic
+while attempts are left, else to the dead-letter topic. :class:`DelayGate`
+holds retried records until due, pausing only their partition; held records
+are never handed out, so never committed.
 """
 from __future__ import annotations
 
@@ -39,12 +31,8 @@ Confirmed = Callable[[bool], None]
 class Requeuer:
     """Sends records to the retry or the dead-letter topic and reports when they are safe.
 
-    Where a copy goes depends only on the topic the record was read from and
-    on the listener's configuration (``topics`` and the templates): a record
-    of a main topic is a fresh one (attempt 1, whatever headers it carries);
-    a record of a retry topic belongs to the main topic whose retry topic it
-    is. Headers are data copied along, never routing instructions: anyone who
-    can produce to a topic can set them.
+    Where a copy goes depends only on the topic it was read from and the configuration,
+    never on headers, which anyone who can produce to the topic can set.
     """
 
     def __init__(self, settings: ListenerSettings, side: SideProducer, pool: str,
@@ -66,7 +54,6 @@ class Requeuer:
         #: topic name -> dead-letter topic, filled on first use (templates validated then)
         self._dead: dict[str, str | None] = {}
 
-    # -- topics ----------------------------------------------------------------
     def retry_topics(self, topics: Iterable[str]) -> list[str]:
         """The retry topic of each of ``topics`` (none when retries are off)."""
         return _unique(self.settings.retry_topic_for(t, self.pool) for t in topics)
@@ -111,7 +98,6 @@ class Requeuer:
             self._dead[main] = self.settings.dead_letter_topic_for(main, self.pool)
         return self._dead[main]
 
-    # -- routing ---------------------------------------------------------------
     def requeue(self, record: ConsumedRecord, error: BaseException | None, on_done: Confirmed) -> None:
         """Processing of ``record`` failed (``error``) or was requeued (None): retry or dead-letter."""
         attempts = self.attempts_made(record) + 1

@@ -1,10 +1,8 @@
 """The delivery settings of one Kafka listener.
 
-Defaults come from the ``[oslo_messaging_kafka]`` delivery options (with the
-URL query applied); keyword options of ``listen_for_notifications`` (which
-``get_notification_listener(..., **driver_options)`` passes through) override
-them for one listener. Everything is validated here, so a bad combination
-fails when the listener is created, not at the first requeue.
+The ``[oslo_messaging_kafka]`` delivery options, overridden by the listener's
+keyword options, validated here so that a bad combination fails when the
+listener is created.
 """
 from __future__ import annotations
 

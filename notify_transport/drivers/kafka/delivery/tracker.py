@@ -1,19 +1,10 @@
 """In-flight offset tracking for at-least-once commits.
 
-Records of a partition are handed out in offset order but may finish in any
-order (several workers, a retry produce waiting for its delivery report). A
-partition may only be committed up to the first record that has not finished,
-else a crash would skip it. As zkafka does, each partition keeps the offsets
-handed out and the offsets finished in two heaps; while their smallest entries
-are equal, that record and everything before it are done, and the commit
-position becomes its offset + 1 ("highest contiguous done + 1"). Offsets need
-not be consecutive (compaction, transaction markers): only the hand-out order
-counts.
-
-A :class:`PartitionTrack` belongs to one assignment of its partition. When
-the partition is revoked the track is closed: a record of it that finishes
-afterwards changes nothing, so no stale offset is ever committed, even if the
-partition comes back to this listener later (it gets a new track).
+Records are handed out in offset order but finish in any order; a partition
+may only be committed up to the first unfinished record. As zkafka does, two
+heaps (handed out, finished) give "highest contiguous done + 1". A
+:class:`PartitionTrack` belongs to one assignment: once revoked it is closed,
+so no stale offset is ever committed.
 """
 from __future__ import annotations
 

@@ -1,12 +1,8 @@
 """Ordered parallel processing: N worker threads fed by key (zkafka's virtual partitions).
 
-A record goes to worker ``hash(key) % N`` (CRC-32, mixed), so records with the same key (the
-notifier uses the publisher_id) are processed one after the other, in the
-order they were read, while different keys run in parallel. Records without a
-key are routed by partition, which keeps the partition's order for them.
-
-At most ``max_in_flight`` items are queued or running: :meth:`submit` blocks
-beyond that, so a slow endpoint slows the reading instead of filling memory.
+Records with the same key run one after the other in read order, different
+keys in parallel; keyless records go by partition. :meth:`OrderedWorkers.submit`
+blocks beyond ``max_in_flight``, so a slow endpoint slows reading, not memory.
 """
 from __future__ import annotations
 
