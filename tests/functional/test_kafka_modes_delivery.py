@@ -157,7 +157,7 @@ def test_at_least_once_commits_only_the_finished_prefix(kafka_bootstrap, kafka_d
     pool = f"alo-{uuid.uuid4().hex[:6]}"
     listener = listener_for(driver, topic, pool, delivery_mode="at_least_once", commit_interval=3600)
     listener.start()
-    notify(driver_transport(driver), topic, range(6))
+    notify_through_own_transport(driver, topic, range(6))
     got = poll_n(listener, 6)
     assert [m.message["payload"]["i"] for m in got] == list(range(6))
     for index in (1, 2, 4, 5):  # out of order; 0 and 3 still "running"
@@ -182,11 +182,12 @@ def test_at_least_once_commits_only_the_finished_prefix(kafka_bootstrap, kafka_d
     assert group_offsets(kafka_bootstrap, pool, f"{topic}.info") == {0: 6}
 
 
-def driver_transport(driver):
-    """A transport over an existing driver (the notifier needs one)."""
-    from notify_transport.transport import NotificationTransport
-
-    return NotificationTransport(driver)
+def notify_through_own_transport(driver, topic: str, ids) -> None:
+    """Send through a transport of its own to ``driver``'s broker, cleaned up after (the driver
+    belongs to the ``kafka_driver`` fixture)."""
+    url = driver.url.format(reveal_secrets=True)
+    with notify_transport.get_notification_transport(driver.conf, url) as transport:
+        notify(transport, topic, ids)
 
 
 def _rebalancing_brokers() -> list[str]:
@@ -214,7 +215,7 @@ def test_revoke_commits_finished_work_and_late_acks_commit_nothing(rebalancing_b
     pool = f"rv-{uuid.uuid4().hex[:6]}"
     first = listener_for(driver, topic, pool, delivery_mode="at_least_once", commit_interval=3600)
     first.start()
-    notify(driver_transport(driver), topic, range(5))
+    notify_through_own_transport(driver, topic, range(5))
     got = poll_n(first, 5)
     for message in got[:3]:
         message.acknowledge()
