@@ -35,7 +35,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from typing import Any, Iterable
+from typing import Any, Callable, Iterable
 
 import oslo_messaging
 from oslo_messaging._drivers import base as oslo_base
@@ -61,24 +61,28 @@ _DIRECT = Offload(patched=False)
 
 # -- URL ---------------------------------------------------------------------------------
 
+def our_url(url: Any, transport: str) -> TransportURL:
+    """oslo's TransportURL -> ours, under the scheme of our driver that carries it."""
+    hosts = [TransportHost(h.hostname, h.port, h.username, h.password) for h in url.hosts]
+    return TransportURL(conf=url.conf, transport=transport, virtual_host=url.virtual_host,
+                        hosts=hosts, query=dict(url.query or {}))
+
+
 def convert_url(url: Any) -> tuple[TransportURL, dict[str, Any]]:
     """oslo's TransportURL -> (our ``kafka://`` TransportURL, listener options from the query).
 
     The query is read by :func:`notify_transport.drivers.ntkafka.split_listener_options`,
     the same rules notify_transport's own ``ntkafka://`` driver applies.
     """
-    hosts = [TransportHost(h.hostname, h.port, h.username, h.password) for h in url.hosts]
-    ours = TransportURL(conf=url.conf, transport="kafka", virtual_host=url.virtual_host,
-                        hosts=hosts, query=dict(url.query or {}))
+    ours = our_url(url, "kafka")
     query, listener_options = split_listener_options(ours)
     return TransportURL(conf=url.conf, transport="kafka", virtual_host=url.virtual_host,
-                        hosts=hosts, query=query), listener_options
+                        hosts=ours.hosts, query=query), listener_options
 
 
-def _redacted(url: Any) -> str:
-    hosts = [TransportHost(h.hostname, h.port, h.username, h.password) for h in url.hosts]
-    return TransportURL(transport=url.transport, virtual_host=url.virtual_host, hosts=hosts,
-                        query=dict(url.query or {})).redacted()
+def redacted_url(url: Any) -> str:
+    """oslo's TransportURL as text for messages and reprs: no password."""
+    return our_url(url, url.transport).redacted()
 
 
 # -- errors ----------------------------------------------------------------------------------
@@ -131,7 +135,11 @@ class OsloNotification(oslo_base.IncomingMessage):
 
 
 class NotificationPollListener(oslo_base.PollStyleListener):
-    """oslo's poll-style listener over one of our (already started) Kafka listeners.
+    """oslo's poll-style listener over one of our (already started) listeners.
+
+    ``wrap`` turns each of our messages into the one oslo's server handles
+    (:class:`OsloNotification` by default; the ``ntrabbit`` driver's RPC
+    listeners give their own, which can reply).
 
     ``poll`` follows oslo's contract: it returns as soon as ``batch_size``
     messages are there, or once at least one is there and ``batch_timeout``
@@ -144,9 +152,11 @@ class NotificationPollListener(oslo_base.PollStyleListener):
     with the caller.
     """
 
-    def __init__(self, listener: Listener, on_cleanup: Any = None, offload: Offload | None = None) -> None:
+    def __init__(self, listener: Listener, on_cleanup: Any = None, offload: Offload | None = None,
+                 wrap: Callable[[IncomingMessage, Offload], oslo_base.IncomingMessage] | None = None) -> None:
         super().__init__(prefetch_size=-1)
         self.listener = listener
+        self._wrap = wrap or OsloNotification
         self._on_cleanup = on_cleanup
         self._offload = offload or _DIRECT
         self._stopped = threading.Event()
@@ -156,11 +166,11 @@ class NotificationPollListener(oslo_base.PollStyleListener):
         return f"<NotificationPollListener {self.listener!r}>"
 
     def poll(self, timeout: float | None = None, batch_size: int = 1,
-             batch_timeout: float | None = None) -> list[OsloNotification]:
+             batch_timeout: float | None = None) -> list[oslo_base.IncomingMessage]:
         size = max(1, int(batch_size or 1))
         if self.prefetch_size > 0:
             size = min(size, self.prefetch_size)
-        out: list[OsloNotification] = []
+        out: list[oslo_base.IncomingMessage] = []
         deadline = None if timeout is None else time.monotonic() + timeout
         while not out:
             wait = self._wait_until(deadline)
@@ -186,10 +196,10 @@ class NotificationPollListener(oslo_base.PollStyleListener):
         left = deadline - time.monotonic()
         return min(POLL_SLICE, left) if left > 0 else None
 
-    def _take(self, wait: float, count: int) -> list[OsloNotification]:
+    def _take(self, wait: float, count: int) -> list[oslo_base.IncomingMessage]:
         try:
             taken = self._offload(self.listener.poll, timeout=wait, max_messages=count)
-            return [OsloNotification(m, self._offload) for m in taken]
+            return [self._wrap(m, self._offload) for m in taken]
         except Exception as exc:  # noqa: BLE001 - oslo's poll must not raise
             # a class is hashable; mypy does not see type[Exception] as Hashable
             self._errors.log(logging.ERROR, type(exc),  # type: ignore[arg-type]
@@ -242,16 +252,16 @@ class NtKafkaDriver(oslo_base.BaseDriver):
             use_native_threads()
             self._log_bridge = log_bridge(self.offload)
         try:
-            our_url, self.listener_options = convert_url(url)
-            self.driver = KafkaDriver(conf, our_url, default_exchange, allowed_remote_exmods)
+            kafka_url, self.listener_options = convert_url(url)
+            self.driver = KafkaDriver(conf, kafka_url, default_exchange, allowed_remote_exmods)
         except nt_exceptions.InvalidTransportURL as exc:
             # the caller of oslo's get_notification_transport() catches oslo's exception
-            raise oslo_messaging.InvalidTransportURL(_redacted(url), str(exc)) from exc
+            raise oslo_messaging.InvalidTransportURL(redacted_url(url), str(exc)) from exc
         self._listeners: list[NotificationPollListener] = []
         self._lock = threading.Lock()
 
     def __repr__(self) -> str:
-        return f"<NtKafkaDriver {_redacted(self._url)}>"
+        return f"<NtKafkaDriver {redacted_url(self._url)}>"
 
     def require_features(self, requeue: bool = False) -> None:
         """Requeue needs a delivery mode that supports it ([oslo_messaging_kafka] or the URL query)."""

@@ -204,7 +204,15 @@ class RpcSender:
 
     # -- call ------------------------------------------------------------------------------
     def call(self, target: Target, ctxt: dict, message: dict, timeout: float,
-             retry: int | None, call_monitor_timeout: float | None) -> Any:
+             retry: int | None, call_monitor_timeout: float | None,
+             transport_options: Any = None) -> Any:
+        """Send a request and wait for its reply.
+
+        While no queue is bound to the routing key the request is published
+        again until the timeout (a server may be starting), unless
+        ``transport_options`` asks for ``at_least_once``: then the broker's
+        return raises :class:`MessageUndeliverable` at once, as in oslo.
+        """
         if target.fanout:
             raise InvalidTarget("A call cannot be used with fanout", target)
         deadline = time.monotonic() + timeout
@@ -238,6 +246,8 @@ class RpcSender:
                     break
                 if failed.error is not None:
                     raise failed.error
+                if _at_least_once(transport_options):
+                    raise MessageUndeliverable(failed.returned, exchange.name, key, message)
                 unroutable += 1  # no queue yet: a server may be starting
                 LOG.debug("Call %s to %s: no queue bound yet (%s); retrying", msg_id, key, failed.returned)
                 NO_QUEUE_BACKOFF.wait(unroutable, deadline=deadline)
