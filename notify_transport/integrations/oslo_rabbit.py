@@ -37,17 +37,16 @@ imports it.
 from __future__ import annotations
 
 import logging
-import threading
 from typing import Any, Callable, Iterable
 
 import oslo_messaging
 from oslo_messaging._drivers import base as oslo_base
 
 from notify_transport import exceptions as nt_exceptions
-from notify_transport.drivers.base import IncomingMessage, Listener
+from notify_transport.drivers.base import IncomingMessage
 from notify_transport.drivers.rabbit.driver import RabbitDriver
-from notify_transport.integrations.eventlet_support import Offload, log_bridge, use_native_threads
-from notify_transport.integrations.oslo_messaging import (NotificationPollListener, oslo_error, our_url,
+from notify_transport.integrations.eventlet_support import Offload
+from notify_transport.integrations.oslo_messaging import (OffloadingDriver, oslo_error, our_url,
                                                           redacted_url)
 from notify_transport.target import Target
 
@@ -114,117 +113,53 @@ class OsloRpcMessage(oslo_base.RpcIncomingMessage):
             LOG.exception("Could not %s %r", what, self.incoming)
 
 
-class NtRabbitDriver(oslo_base.BaseDriver):
+class NtRabbitDriver(OffloadingDriver):
     """oslo.messaging driver ``ntrabbit://``: RPC and notifications through notify-transport's
     RabbitMQ driver, wire-compatible with oslo's ``rabbit://``; see the module docstring."""
 
-    prefetch_size = 0
+    driver: RabbitDriver
 
     def __init__(self, conf: Any, url: Any, default_exchange: str | None = None,
                  allowed_remote_exmods: Iterable[str] | None = None) -> None:
         super().__init__(conf, url, default_exchange, allowed_remote_exmods)
-        #: how calls that may block reach the RabbitMQ driver (through tpool under eventlet)
-        self.offload = Offload()
-        self._log_bridge = None
-        if self.offload.patched:
-            use_native_threads()
-            self._log_bridge = log_bridge(self.offload)
         try:
             self.driver = RabbitDriver(conf, our_url(url, "rabbit"), default_exchange,
                                        allowed_remote_exmods)
         except nt_exceptions.InvalidTransportURL as exc:
             raise oslo_messaging.InvalidTransportURL(redacted_url(url), str(exc)) from exc
-        self._listeners: list[NotificationPollListener] = []
-        self._lock = threading.Lock()
-
-    def __repr__(self) -> str:
-        return f"<NtRabbitDriver {redacted_url(self._url)}>"
 
     def require_features(self, requeue: bool = False) -> None:
         """Requeue is supported: a requeued notification goes back to its queue."""
 
-    def _run(self, target: Any, func: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
-        try:
-            return self.offload(func, *args, **kwargs)
-        except nt_exceptions.MessagingException as exc:
-            error = rpc_error(exc, target)
-            if error is exc:
-                raise
-            raise error from exc
+    def oslo_error(self, exc: BaseException, target: Any = None) -> BaseException:
+        return rpc_error(exc, target)
 
     # -- RPC ---------------------------------------------------------------------------------
     def send(self, target: Any, ctxt: Any, message: Any, wait_for_reply: Any = None,
              timeout: Any = None, call_monitor_timeout: Any = None, retry: Any = None,
              transport_options: Any = None) -> Any:
-        return self._run(target, self.driver.send, our_target(target), ctxt, message,
-                         wait_for_reply=bool(wait_for_reply), timeout=timeout, retry=retry,
-                         transport_options=transport_options,
-                         call_monitor_timeout=call_monitor_timeout)
+        return self.offloaded(self.driver.send, our_target(target), ctxt, message,
+                              wait_for_reply=bool(wait_for_reply), timeout=timeout, retry=retry,
+                              transport_options=transport_options,
+                              call_monitor_timeout=call_monitor_timeout, target=target)
 
     def listen(self, target: Any, batch_size: int, batch_timeout: float | None) -> oslo_base.Listener:
         """Consume the server's queues now, so that oslo's ``server.start()`` returns with them live."""
-        listener = self._run(target, self._started, lambda: self.driver.listen(our_target(target)))
-        return self._adapter(listener, OsloRpcMessage, batch_size, batch_timeout)
+        listener = self.offloaded(self.started, lambda: self.driver.listen(our_target(target)),
+                                  target=target)
+        return self.oslo_listener(listener, batch_size, batch_timeout, wrap=OsloRpcMessage)
 
     # -- notifications --------------------------------------------------------------------
     def send_notification(self, target: Any, ctxt: Any, message: dict, version: float,
                           retry: int | None = None) -> None:
-        self._run(target, self.driver.send_notification, our_target(target), ctxt, message, version,
-                  retry=retry)
+        self.offloaded(self.driver.send_notification, our_target(target), ctxt, message, version,
+                       retry=retry, target=target)
 
     def listen_for_notifications(self, targets_and_priorities: Iterable[tuple[Any, str]],
                                  pool: str | None, batch_size: int,
                                  batch_timeout: float | None) -> oslo_base.Listener:
+        """Subscribe now, so that oslo's ``server.start()`` returns with the queues consumed."""
         pairs = [(our_target(t), priority) for t, priority in targets_and_priorities]
-        listener = self._run(None, self._started, lambda: self.driver.listen_for_notifications(
+        listener = self.offloaded(self.started, lambda: self.driver.listen_for_notifications(
             pairs, pool, batch_size, batch_timeout))
-        return self._adapter(listener, None, batch_size, batch_timeout)
-
-    def flush(self, timeout: float | None = None) -> int:
-        """Wait for sent notifications to be confirmed; return how many are still pending."""
-        return int(self.offload(self.driver.flush, timeout))
-
-    def delivery_stats(self) -> dict[str, int]:
-        """Counters of sent, delivered and failed notifications."""
-        return self.driver.delivery_stats()
-
-    # -- listeners ----------------------------------------------------------------------------
-    @staticmethod
-    def _started(make: Callable[[], Listener]) -> Listener:
-        """Create and start one of our listeners (waits for the broker: offloaded); closed on failure."""
-        listener = make()
-        try:
-            listener.start()
-        except BaseException:
-            listener.stop()
-            listener.cleanup()
-            raise
-        return listener
-
-    def _adapter(self, listener: Listener, wrap: Any, batch_size: int,
-                 batch_timeout: float | None) -> oslo_base.Listener:
-        poll_listener = NotificationPollListener(listener, on_cleanup=self._forget, offload=self.offload,
-                                                 wrap=wrap)
-        with self._lock:
-            self._listeners.append(poll_listener)
-        return oslo_base.PollStyleListenerAdapter(poll_listener, batch_size, batch_timeout)
-
-    def _forget(self, poll_listener: NotificationPollListener) -> None:
-        with self._lock:
-            if poll_listener in self._listeners:
-                self._listeners.remove(poll_listener)
-
-    # -- end ---------------------------------------------------------------------------------------
-    def cleanup(self) -> None:
-        """Close listeners oslo did not clean up, then flush (bounded) and close the driver."""
-        with self._lock:
-            listeners, self._listeners = list(self._listeners), []
-        for poll_listener in listeners:
-            try:
-                poll_listener.stop()
-                poll_listener.cleanup()
-            except Exception:  # noqa: BLE001 - close the others anyway
-                LOG.exception("Closing %r failed", poll_listener)
-        self.offload(self.driver.cleanup)
-        if self._log_bridge is not None:
-            self._log_bridge.drain()  # what the driver logged while closing, now
+        return self.oslo_listener(listener, batch_size, batch_timeout)
