@@ -53,6 +53,18 @@ The design, in three parts, all confined to the oslo.messaging integration
    (``queue.SimpleQueue``, which takes no Python lock) and a green thread on
    the hub emits them, at most :data:`LOG_DRAIN_INTERVAL` later.
 
+The ``ntrabbit`` driver does not take this route: pika, which carries its
+RabbitMQ traffic, resolves host names in a ``threading.Timer`` of its own
+and guards its loop's wake-up with a ``threading.Lock``; in a patched
+process both are green, and a native I/O thread using them either never
+resolves (the green timer waits for a hub turn that thread never gives) or
+deadlocks against a green thread holding the same lock. pika offers no
+public way around them. So in a patched process the RabbitMQ driver stays
+green, as oslo's own kombu-based rabbit driver is: its I/O loops are green
+threads waiting in eventlet's ``select``, its sockets non-blocking, every
+wait cooperative, and calls from the hub run directly (see
+:mod:`notify_transport.integrations.oslo_rabbit`).
+
 Limits: each listener that polls holds one tpool thread for at most a poll
 slice (one second) at a time, an RPC call holds one until its reply comes,
 and tpool has ``EVENTLET_THREADPOOL_SIZE`` threads (20 by default): a service
@@ -80,6 +92,7 @@ PATCHED_STDLIB = ("threading", "queue", "time")
 LOGGER_PREFIXES = ("notify_transport", "pika")
 #: How often the hub emits the records that native threads logged.
 LOG_DRAIN_INTERVAL = 0.05
+_LEVELS = (logging.DEBUG, logging.INFO, logging.WARNING, logging.ERROR, logging.CRITICAL)
 
 T = TypeVar("T")
 LOG = logging.getLogger(__name__)
@@ -185,6 +198,7 @@ class NativeLogBridge(logging.Filter):
         self._on_hub = offload.on_hub
         self._queue = patcher.original("queue").SimpleQueue()
         self._green: Any = None
+        self._loggers: list[logging.Logger] = []
 
     def filter(self, record: logging.LogRecord) -> bool:
         if self._on_hub():
@@ -220,6 +234,7 @@ class NativeLogBridge(logging.Filter):
 
         while True:
             self.drain()
+            self.prime()
             eventlet.sleep(LOG_DRAIN_INTERVAL)
 
     def attach(self) -> int:
@@ -231,8 +246,23 @@ class NativeLogBridge(logging.Filter):
             logger = logging.getLogger(name)
             if self not in logger.filters:
                 logger.addFilter(self)
+                self._loggers.append(logger)
                 added += 1
+        self.prime()
         return added
+
+    def prime(self) -> None:
+        """Fill the bridged loggers' level caches, here on the hub.
+
+        A logger whose cache misses takes logging's module lock, which eventlet
+        made green: a native thread taking it while a green thread holds it
+        never wakes up. With the caches filled, a native thread's log call
+        only reads them. Any ``setLevel`` in the process empties them again,
+        so :meth:`start`'s loop fills them again every :data:`LOG_DRAIN_INTERVAL`.
+        """
+        for logger in self._loggers:
+            for level in _LEVELS:
+                logger.isEnabledFor(level)
 
 
 def log_bridge(offload: Offload) -> NativeLogBridge | None:

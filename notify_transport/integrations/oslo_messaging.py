@@ -246,12 +246,14 @@ class OffloadingDriver(oslo_base.BaseDriver):
     prefetch_size = 0
     #: our driver (set by the subclass)
     driver: BaseDriver
+    #: Whether our driver runs on native threads under eventlet (False: it stays green)
+    native_under_eventlet = True
 
     def __init__(self, conf: Any, url: Any, default_exchange: str | None = None,
                  allowed_remote_exmods: Iterable[str] | None = None) -> None:
         super().__init__(conf, url, default_exchange, allowed_remote_exmods)
         #: how calls that may block reach our driver (through tpool under eventlet)
-        self.offload = Offload()
+        self.offload = Offload() if self.native_under_eventlet else _DIRECT
         self._log_bridge = None
         if self.offload.patched:
             use_native_threads()

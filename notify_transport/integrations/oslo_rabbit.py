@@ -27,9 +27,14 @@ through its driver interface (``send``, ``listen``, ``send_notification``,
   an exception an endpoint raised comes back as oslo does it, the original
   class when its module is allowed (``allowed_remote_exmods``), so an oslo
   caller catches the same classes;
-* in an eventlet-monkey-patched process the RabbitMQ driver runs on native
-  threads and every call into it that may wait goes through
-  ``eventlet.tpool`` (see :mod:`notify_transport.integrations.eventlet_support`).
+* in an eventlet-monkey-patched process the RabbitMQ driver stays green, as
+  oslo's own kombu-based driver does: its I/O loops are green threads waiting
+  in eventlet's ``select`` on non-blocking sockets, so every wait gives the
+  hub a turn, and calls run where they are made. (Unlike ``ntkafka``'s
+  librdkafka, whose calls block, pika is pure Python; and pika's resolver
+  timer and loop lock, green in a patched process, rule out native I/O
+  threads: see :mod:`notify_transport.integrations.eventlet_support`.) Call
+  it from green threads there, as one calls oslo's drivers.
 
 Importing this module needs oslo.messaging; nothing else in notify-transport
 imports it.
@@ -82,8 +87,8 @@ def rpc_error(exc: BaseException, target: Any = None) -> BaseException:
 class OsloRpcMessage(oslo_base.RpcIncomingMessage):
     """One RPC request received by our driver, as oslo's RPC server handles it.
 
-    Replies and heartbeats publish (may wait for the connection): under
-    eventlet they go through ``offload``. As oslo's own: never raises, logs why.
+    Replies and heartbeats publish (may wait for the connection), through the
+    driver's ``offload``. As oslo's own: never raises, logs why.
     """
 
     def __init__(self, incoming: IncomingMessage, offload: Offload) -> None:
@@ -118,6 +123,7 @@ class NtRabbitDriver(OffloadingDriver):
     RabbitMQ driver, wire-compatible with oslo's ``rabbit://``; see the module docstring."""
 
     driver: RabbitDriver
+    native_under_eventlet = False
 
     def __init__(self, conf: Any, url: Any, default_exchange: str | None = None,
                  allowed_remote_exmods: Iterable[str] | None = None) -> None:
