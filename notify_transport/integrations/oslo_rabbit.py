@@ -93,6 +93,8 @@ class OsloRpcMessage(oslo_base.RpcIncomingMessage):
 
     def __init__(self, incoming: IncomingMessage, offload: Offload) -> None:
         super().__init__(incoming.ctxt, incoming.message, msg_id=getattr(incoming, "msg_id", None))
+        #: the caller's call-monitor timeout: oslo's dispatcher sends heartbeats at half of it
+        self.client_timeout = getattr(incoming, "client_timeout", None)
         self.incoming = incoming
         self._offload = offload
 
