@@ -26,7 +26,24 @@ def serve(eventlet: bool = False, **kwargs: Any) -> dict:
     _patch(eventlet)
     from bench import rabbit_rpc
 
-    return rabbit_rpc.serve(**kwargs)
+    if not eventlet:
+        return rabbit_rpc.serve(**kwargs)
+    # under eventlet, reading the orchestrator's "stop" from stdin would block the
+    # hub (stdin is not green): wait for it in a native thread of tpool instead
+    from eventlet import tpool
+
+    from bench.rabbit_impls import make_rpc_server
+    from bench.worker import signal, wait_command
+
+    rpc_server = make_rpc_server(kwargs["impl"], kwargs["url"], kwargs["rabbit"], kwargs["topic"],
+                                 kwargs["server"])
+    rpc_server.start()
+    try:
+        signal("ready")
+        tpool.execute(wait_command, "stop")
+    finally:
+        rpc_server.stop()
+    return {"stopped": True}
 
 
 def client(eventlet: bool = False, **kwargs: Any) -> dict:
