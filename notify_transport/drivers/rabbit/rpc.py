@@ -13,9 +13,11 @@ caller reads the replies itself when no other thread does (see
 ``RabbitConnection.read_while_waiting``), so its reply reaches it without a
 thread hop; otherwise whoever reads (another caller, or the I/O thread) hands
 each reply straight to its caller. A cast publishes and reads its confirm the
-same way. Requests are acknowledged on delivery (oslo acknowledges them
-before dispatch: a call runs at most once), and ``_unique_id`` drops
-duplicates of a request published again after a lost confirm.
+same way. Requests are acknowledged when a server takes them, before
+dispatch (as oslo does: a call runs at most once); one the broker sent but no
+server took yet when the connection is lost comes again after the reconnect,
+and ``_unique_id`` drops duplicates of a request published again after a lost
+confirm or delivered again after a lost acknowledgement.
 """
 from __future__ import annotations
 
@@ -416,10 +418,11 @@ class RpcListener(Listener):
         self._replier = replier
         self._dedup = DedupCache()
         queues = topology.rpc_queues(target.exchange, target.topic, target.server)
-        # Requests are acknowledged on delivery (oslo acks them before dispatch
-        # too): a call runs at most once, and no ack has to travel back
-        # through the I/O thread.
-        self.consumer = QueueConsumer(conn, queues, prefetch=prefetch, auto_ack=True,
+        # Requests are acknowledged when poll() hands them out, before dispatch (as
+        # oslo does: a call runs at most once). Not on delivery: with automatic
+        # acknowledgement the broker forgets a request as soon as it sends it, and
+        # one still on its way when the connection is cut was lost.
+        self.consumer = QueueConsumer(conn, queues, prefetch=prefetch, auto_ack=False,
                                       name=f"rpc {target.topic}.{target.server}",
                                       reconnect_delay=reconnect_delay)
 
@@ -434,6 +437,7 @@ class RpcListener(Listener):
         deliveries = self.consumer.get(timeout, max_messages)
         if not deliveries:
             return []
+        self.consumer.ack(deliveries)
         out: list[IncomingMessage] = []
         for delivery in deliveries:
             try:
