@@ -1,9 +1,11 @@
-"""The three ways a benchmark does RPC and notifications over RabbitMQ.
+"""The ways a benchmark does RPC and notifications over RabbitMQ.
 
 ``ours``: notify-transport's public API on ``rabbit://``. ``oslo``:
 oslo.messaging 18.3.1's rabbit driver through the global ``cfg.CONF`` with its
-defaults. ``raw``: pika's BlockingConnection (direct reply-to for calls,
-publisher confirms for casts and notifications), the limit.
+defaults. ``ntrabbit``: the same oslo.messaging service code with only the
+scheme changed to ``ntrabbit://`` (our driver under oslo's API). ``raw``:
+pika's BlockingConnection (direct reply-to for calls, publisher confirms for
+casts and notifications), the limit.
 
 ``RabbitParams`` travels to workers as a plain dict.
 """
@@ -27,6 +29,13 @@ def pika_params(rabbit: dict) -> Any:
         host=rabbit["host"], port=rabbit["port"], virtual_host=rabbit["vhost"],
         credentials=pika.PlainCredentials(rabbit["user"], rabbit["password"]),
         heartbeat=60)
+
+
+def ntrabbit_url(url: str) -> str:
+    """The ``rabbit://`` URL with only its scheme changed: oslo's API on our driver."""
+    if not url.startswith("rabbit://"):
+        raise ValueError(f"not a rabbit:// URL: {url.split('@')[-1]}")
+    return "nt" + url
 
 
 def _oslo_conf() -> Any:
@@ -168,6 +177,8 @@ def make_rpc_server(impl: str, url: str, rabbit: dict, topic: str, server: str) 
         return OursRpcServer(url, topic, server)
     if impl == "oslo":
         return OsloRpcServer(url, topic, server)
+    if impl == "ntrabbit":
+        return OsloRpcServer(ntrabbit_url(url), topic, server)
     if impl == "raw":
         return RawRpcServer(rabbit, topic, server)
     raise ValueError(f"unknown implementation {impl!r}")
@@ -283,6 +294,8 @@ def make_rpc_client(impl: str, url: str, rabbit: dict, topic: str, timeout: floa
         return OursRpcClient(url, topic, timeout)
     if impl == "oslo":
         return OsloRpcClient(url, topic, timeout)
+    if impl == "ntrabbit":
+        return OsloRpcClient(ntrabbit_url(url), topic, timeout)
     if impl == "raw":
         return RawRpcClient(rabbit, topic, timeout)
     raise ValueError(f"unknown implementation {impl!r}")

@@ -108,6 +108,19 @@ MEASURES: tuple[Measure, ...] = (
             (Target("vs_oslo_min", 2),)),
     Measure("rabbit_notify_send", "Rabbit notify send (confirmed)", "rate", "msg/s"),
     Measure("rabbit_notify_recv", "Rabbit notify receive+dispatch", "rate", "msg/s"),
+    # oslo.messaging's own API, same service code: ours = ntrabbit://, oslo = rabbit://
+    Measure("ntrabbit_call_seq", "oslo API, ntrabbit:// vs rabbit://: call p50", "p50_ms", "ms",
+            (Target("vs_oslo_max", 0.6),), False, impls=("ours", "oslo")),
+    Measure("ntrabbit_call_threads", "  call throughput, 8 threads", "rate", "call/s",
+            (Target("vs_oslo_min", 2.5),), impls=("ours", "oslo")),
+    Measure("ntrabbit_cast", "  cast throughput (confirmed)", "rate", "msg/s",
+            (Target("vs_oslo_min", 1.8),), impls=("ours", "oslo")),
+    Measure("ntrabbit_ev_call_seq", "  eventlet-patched: call p50", "p50_ms", "ms", (), False,
+            impls=("ours", "oslo")),
+    Measure("ntrabbit_ev_call_threads", "  eventlet-patched: call throughput, 8 green threads", "rate",
+            "call/s", impls=("ours", "oslo")),
+    Measure("ntrabbit_ev_cast", "  eventlet-patched: cast throughput (confirmed)", "rate", "msg/s",
+            impls=("ours", "oslo")),
 )
 
 

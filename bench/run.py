@@ -40,7 +40,7 @@ SHARED_KAFKA_MEASURES = ("kafka_send", "kafka_listen", "kafka_e2e", "serve_worke
 KAFKA_MEASURES = SHARED_KAFKA_MEASURES + ("kafka_restart_storm",)
 #: the brokers the storm runs on, each a row group of its own (results key ``storm_<broker>``)
 STORM_BROKERS = ("noida", "tansu")
-RABBIT_MEASURES = ("rpc", "rabbit_notify")
+RABBIT_MEASURES = ("rpc", "rabbit_notify", "ntrabbit")
 ALL_MEASURES = KAFKA_MEASURES + RABBIT_MEASURES
 
 
@@ -419,6 +419,43 @@ class Run:
             for key in ("rpc_call_seq", "rpc_call_threads", "rpc_cast"):
                 self.record(key, impl, out.get(key, {"error": out.get("error", "no result")}))
 
+    def ntrabbit(self, vhost: brokers.RabbitVhost) -> None:
+        """oslo.messaging's API on ``ntrabbit://`` vs ``rabbit://``, with threads then under eventlet.
+
+        The result keys are the ``rpc_*`` ones prefixed ``ntrabbit_`` (``ntrabbit_ev_``
+        under eventlet); ``ntrabbit://`` fills the "ours" column, ``rabbit://`` the "oslo" one.
+        """
+        from bench.ntrabbit_rpc import IMPLS
+
+        s = self.sizes
+        for mode, prefix in (("threads", "ntrabbit_"), ("eventlet", "ntrabbit_ev_")):
+            for impl in IMPLS:
+                topic = f"{self.prefix}-ntr-{mode}-{impl}"
+                vhost.remember_queue(topic)
+                vhost.remember_queue(f"{topic}.bench-server")
+                common = dict(impl=impl, url=vhost.url(), rabbit=self._rabbit(vhost), topic=topic,
+                              eventlet=mode == "eventlet")
+                server = Worker("bench.ntrabbit_rpc:serve", dict(common, server="bench-server"),
+                                name=f"ntrabbit-server/{mode}/{impl}")
+                try:
+                    server.wait_signal("ready", 60)
+                    out = run_worker("bench.ntrabbit_rpc:client", dict(
+                        common, warmup=s.rpc_warmup, seq_calls=s.rpc_seq_calls,
+                        seq_seconds=s.rpc_seq_seconds, threads=s.rpc_threads,
+                        thread_seconds=s.rpc_thread_seconds, casts=s.rpc_casts),
+                        timeout=s.rpc_seq_seconds + s.rpc_thread_seconds + 180,
+                        name=f"ntrabbit-client/{mode}/{impl}")
+                    server.send("stop")
+                    server.result(30)
+                except WorkerError as exc:
+                    out = {"error": str(exc).splitlines()[0], "detail": str(exc)}
+                finally:
+                    server.kill()
+                column = "ours" if impl == "ntrabbit" else "oslo"
+                for key in ("rpc_call_seq", "rpc_call_threads", "rpc_cast"):
+                    self.record(prefix + key[len("rpc_"):], column,
+                                out.get(key, {"error": out.get("error", "no result")}))
+
     def rabbit_notify(self, vhost: brokers.RabbitVhost) -> None:
         s = self.sizes
         for impl in self.impls:
@@ -479,6 +516,8 @@ class Run:
                             self.guarded("rpc", lambda: self.rpc(vhost), 15)
                         if "rabbit_notify" in self.measures:
                             self.guarded("rabbit_notify", lambda: self.rabbit_notify(vhost), 10)
+                        if "ntrabbit" in self.measures:
+                            self.guarded("ntrabbit", lambda: self.ntrabbit(vhost), 30)
                     finally:
                         procs.kill_all()
         finally:

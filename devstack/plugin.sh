@@ -27,6 +27,8 @@ source "$NOTIFY_TRANSPORT_PLUGIN_DIR/lib/nt-serve"
 # post-config phases: the hooks are in place whenever this file is sourced.
 if is_service_enabled kafka; then
     notify_transport_take_over_messaging_hooks
+elif [[ "${RPC_SCHEME:-rabbit}" != "rabbit" ]]; then
+    notify_transport_take_over_rpc_url_hook
 fi
 
 if [[ "${1:-}" == "stack" && "${2:-}" == "pre-install" ]]; then

@@ -1,4 +1,4 @@
-"""Keeping librdkafka off eventlet's hub, for the ``ntkafka`` oslo.messaging driver.
+"""Keeping blocking I/O off eventlet's hub, for the ``ntkafka`` and ``ntrabbit`` oslo.messaging drivers.
 
 Many OpenStack services still call ``eventlet.monkey_patch()``: ``threading``,
 ``queue`` and ``time.sleep`` then make green threads, which all run in one
@@ -10,18 +10,25 @@ listener polling, the producer's delivery-report thread) stops the service.
 The design, in three parts, all confined to the oslo.messaging integration
 (notify-transport's core never imports eventlet):
 
-1. **notify-transport's Kafka driver runs on native threads.** Its modules
-   (:mod:`notify_transport.drivers.kafka` and the listener base class in
-   :mod:`notify_transport.drivers.base`) get the *unpatched* ``threading``,
-   ``queue`` and ``time`` (``eventlet.patcher.original``) when the first
-   ``ntkafka`` driver is created in a monkey-patched process. Its
+1. **notify-transport's Kafka and RabbitMQ drivers run on native threads.**
+   Their modules (:mod:`notify_transport.drivers.kafka`,
+   :mod:`notify_transport.drivers.rabbit`, the listener base class in
+   :mod:`notify_transport.drivers.base` and the backoff policy) get the
+   *unpatched* ``threading``, ``queue`` and ``time``
+   (``eventlet.patcher.original``) when the first ``ntkafka`` or ``ntrabbit``
+   driver is created in a monkey-patched process. Their
    background threads (delivery reports, committer, workers, readers) are then
    operating-system threads, and its locks, events and queues are the
    operating system's, consistent among themselves whichever thread uses them.
    (The standard modules stay green for the rest of the process; so do the
    futures of ``concurrent.futures`` that confluent-kafka's AdminClient
    returns, which is why the driver waits for them through a done-callback
-   and an event of its own, not on their condition.)
+   and an event of its own, not on their condition.) pika keeps the patched
+   modules: its sockets are non-blocking, so they never wait on a hub, and
+   with the green ``select`` (which has no ``epoll``) each RabbitMQ
+   connection's native I/O thread runs pika's own ``IOLoop``, whose ``select``
+   gives that thread's own eventlet hub a turn (pika resolves host names in
+   a green timer there).
 2. **Calls from the hub cross over through** ``eventlet.tpool``, as
    oslo.messaging's own Kafka driver does with its ``tpool_execute``: every call
    of the integration into the driver that may wait (send, flush, listener
@@ -41,8 +48,8 @@ The design, in three parts, all confined to the oslo.messaging integration
    share: eventlet greens the locks of the process's logging handlers, and a
    native thread that takes one while a green thread holds it (or the
    reverse) deadlocks the process's logging. So records that
-   notify-transport's loggers make on a native thread (librdkafka's log lines
-   included) are not emitted there: :class:`NativeLogBridge` queues them
+   notify-transport's loggers make on a native thread (librdkafka's and
+   pika's log lines included) are not emitted there: :class:`NativeLogBridge` queues them
    (``queue.SimpleQueue``, which takes no Python lock) and a green thread on
    the hub emits them, at most :data:`LOG_DRAIN_INTERVAL` later.
 
@@ -57,9 +64,22 @@ application's callbacks on native threads): such services listen through
 oslo.messaging with ``ntkafka://``. eventlet is still imported only when the
 process already imported it.
 
+The ``ntrabbit`` driver does not take this route: pika, which carries its
+RabbitMQ traffic, resolves host names in a ``threading.Timer`` of its own
+and guards its loop's wake-up with a ``threading.Lock``; in a patched
+process both are green, and a native I/O thread using them either never
+resolves (the green timer waits for a hub turn that thread never gives) or
+deadlocks against a green thread holding the same lock. pika offers no
+public way around them. So in a patched process the RabbitMQ driver stays
+green, as oslo's own kombu-based rabbit driver is: its I/O loops are green
+threads waiting in eventlet's ``select``, its sockets non-blocking, every
+wait cooperative, and calls from the hub run directly (see
+:mod:`notify_transport.integrations.oslo_rabbit`).
+
 Limits: each listener that polls holds one tpool thread for at most a poll
-slice (one second) at a time, and tpool has ``EVENTLET_THREADPOOL_SIZE``
-threads (20 by default): a service with many listeners should raise it.
+slice (one second) at a time, an RPC call holds one until its reply comes,
+and tpool has ``EVENTLET_THREADPOOL_SIZE`` threads (20 by default): a service
+with many listeners or many concurrent calls should raise it.
 Records of other loggers made on native threads (a service's own code run
 in tpool, for instance) are not bridged. The hub is taken to run in the main
 thread, as in monkey-patched services.
@@ -74,15 +94,19 @@ from typing import Any, Callable, TypeVar
 
 from notify_transport.drivers.kafka.client_properties import RDKAFKA_LOG
 
-#: The modules whose concurrency primitives must be native under eventlet.
-NATIVE_PACKAGE = "notify_transport.drivers.kafka"
+#: The packages and modules whose concurrency primitives must be native under eventlet.
+#: Only the Kafka driver: the RabbitMQ driver stays green in a patched process (see above), so a
+#: service with ``ntkafka`` and ``ntrabbit`` (or ``rabbit://``) keeps it green whichever loads first.
+KAFKA_PACKAGE = "notify_transport.drivers.kafka"
+NATIVE_PACKAGES = (KAFKA_PACKAGE,)
 NATIVE_MODULES = ("notify_transport.drivers.base",)
 #: Standard modules that eventlet patches and the driver uses.
 PATCHED_STDLIB = ("threading", "queue", "time")
-#: notify-transport's loggers (one per module, named after it) are bridged.
-LOGGER_PREFIX = "notify_transport"
+#: notify-transport's loggers (one per module, named after it) and pika's are bridged.
+LOGGER_PREFIXES = ("notify_transport", "pika")
 #: How often the hub emits the records that native threads logged.
 LOG_DRAIN_INTERVAL = 0.05
+_LEVELS = (logging.DEBUG, logging.INFO, logging.WARNING, logging.ERROR, logging.CRITICAL)
 
 T = TypeVar("T")
 LOG = logging.getLogger(__name__)
@@ -105,21 +129,23 @@ def monkey_patched() -> bool:
     return bool(patcher.is_monkey_patched("thread"))
 
 
-def kafka_driver_modules() -> list[ModuleType]:
-    """The loaded modules of notify-transport's Kafka driver (and its listener base class)."""
+def _in_packages(name: str, packages: tuple[str, ...]) -> bool:
+    return any(name == p or name.startswith(p + ".") for p in packages)
+
+
+def native_driver_modules() -> list[ModuleType]:
+    """The loaded modules of notify-transport's Kafka and RabbitMQ drivers (and what they share)."""
     return [module for name, module in list(sys.modules.items())
-            if module is not None and (name in NATIVE_MODULES or name == NATIVE_PACKAGE
-                                       or name.startswith(NATIVE_PACKAGE + "."))]
+            if module is not None and (name in NATIVE_MODULES or _in_packages(name, NATIVE_PACKAGES))]
 
 
 def runs_native_threads(driver_cls: type) -> bool:
     """Whether ``driver_cls`` is defined in the package that :func:`use_native_threads` switches."""
-    module = driver_cls.__module__
-    return module == NATIVE_PACKAGE or module.startswith(NATIVE_PACKAGE + ".")
+    return _in_packages(driver_cls.__module__, NATIVE_PACKAGES)
 
 
 def use_native_threads() -> int:
-    """Give the Kafka driver's modules the unpatched ``threading``, ``queue`` and ``time``.
+    """Give the drivers' modules the unpatched ``threading``, ``queue`` and ``time``.
 
     Idempotent; returns how many module attributes were switched. Only a
     module-level name bound to the patched standard module itself is
@@ -131,14 +157,14 @@ def use_native_threads() -> int:
                     for name in PATCHED_STDLIB if name in sys.modules}
     switched = 0
     with _switch_lock:
-        for module in kafka_driver_modules():
+        for module in native_driver_modules():
             for attr, value in list(vars(module).items()):
                 native = replacements.get(id(value))
                 if native is not None and value is not native:
                     setattr(module, attr, native)
                     switched += 1
     if switched:
-        LOG.debug("eventlet: notify-transport's Kafka driver uses native threads (%d names switched)",
+        LOG.debug("eventlet: notify-transport's drivers use native threads (%d names switched)",
                   switched)
     return switched
 
@@ -191,6 +217,7 @@ class NativeLogBridge(logging.Filter):
         self._on_hub = offload.on_hub
         self._queue = patcher.original("queue").SimpleQueue()
         self._green: Any = None
+        self._loggers: list[logging.Logger] = []
 
     def filter(self, record: logging.LogRecord) -> bool:
         if self._on_hub():
@@ -226,20 +253,35 @@ class NativeLogBridge(logging.Filter):
 
         while True:
             self.drain()
+            self.prime()
             eventlet.sleep(LOG_DRAIN_INTERVAL)
 
     def attach(self) -> int:
         """Add this filter to the logger of every loaded notify-transport module; return how many."""
         added = 0
-        names = [name for name in list(sys.modules) if name == LOGGER_PREFIX
-                 or name.startswith(LOGGER_PREFIX + ".")]
+        names = [name for name in list(sys.modules) if _in_packages(name, LOGGER_PREFIXES)]
         names.append(RDKAFKA_LOG.name)  # librdkafka's own log lines
         for name in names:
             logger = logging.getLogger(name)
             if self not in logger.filters:
                 logger.addFilter(self)
+                self._loggers.append(logger)
                 added += 1
+        self.prime()
         return added
+
+    def prime(self) -> None:
+        """Fill the bridged loggers' level caches, here on the hub.
+
+        A logger whose cache misses takes logging's module lock, which eventlet
+        made green: a native thread taking it while a green thread holds it
+        never wakes up. With the caches filled, a native thread's log call
+        only reads them. Any ``setLevel`` in the process empties them again,
+        so :meth:`start`'s loop fills them again every :data:`LOG_DRAIN_INTERVAL`.
+        """
+        for logger in self._loggers:
+            for level in _LEVELS:
+                logger.isEnabledFor(level)
 
 
 def api_offload(driver_cls: type) -> Offload | None:

@@ -35,13 +35,13 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from typing import Any, Iterable
+from typing import Any, Callable, Iterable
 
 import oslo_messaging
 from oslo_messaging._drivers import base as oslo_base
 
 from notify_transport import exceptions as nt_exceptions
-from notify_transport.drivers.base import IncomingMessage, Listener
+from notify_transport.drivers.base import BaseDriver, IncomingMessage, Listener
 from notify_transport.drivers.kafka.driver import KafkaDriver
 from notify_transport.drivers.kafka.reporting import RateLimitedLog
 from notify_transport.drivers.ntkafka import split_listener_options
@@ -61,24 +61,28 @@ _DIRECT = Offload(patched=False)
 
 # -- URL ---------------------------------------------------------------------------------
 
+def our_url(url: Any, transport: str) -> TransportURL:
+    """oslo's TransportURL -> ours, under the scheme of our driver that carries it."""
+    hosts = [TransportHost(h.hostname, h.port, h.username, h.password) for h in url.hosts]
+    return TransportURL(conf=url.conf, transport=transport, virtual_host=url.virtual_host,
+                        hosts=hosts, query=dict(url.query or {}))
+
+
 def convert_url(url: Any) -> tuple[TransportURL, dict[str, Any]]:
     """oslo's TransportURL -> (our ``kafka://`` TransportURL, listener options from the query).
 
     The query is read by :func:`notify_transport.drivers.ntkafka.split_listener_options`,
     the same rules notify_transport's own ``ntkafka://`` driver applies.
     """
-    hosts = [TransportHost(h.hostname, h.port, h.username, h.password) for h in url.hosts]
-    ours = TransportURL(conf=url.conf, transport="kafka", virtual_host=url.virtual_host,
-                        hosts=hosts, query=dict(url.query or {}))
+    ours = our_url(url, "kafka")
     query, listener_options = split_listener_options(ours)
     return TransportURL(conf=url.conf, transport="kafka", virtual_host=url.virtual_host,
-                        hosts=hosts, query=query), listener_options
+                        hosts=ours.hosts, query=query), listener_options
 
 
-def _redacted(url: Any) -> str:
-    hosts = [TransportHost(h.hostname, h.port, h.username, h.password) for h in url.hosts]
-    return TransportURL(transport=url.transport, virtual_host=url.virtual_host, hosts=hosts,
-                        query=dict(url.query or {})).redacted()
+def redacted_url(url: Any) -> str:
+    """oslo's TransportURL as text for messages and reprs: no password."""
+    return our_url(url, url.transport).redacted()
 
 
 # -- errors ----------------------------------------------------------------------------------
@@ -131,7 +135,11 @@ class OsloNotification(oslo_base.IncomingMessage):
 
 
 class NotificationPollListener(oslo_base.PollStyleListener):
-    """oslo's poll-style listener over one of our (already started) Kafka listeners.
+    """oslo's poll-style listener over one of our (already started) listeners.
+
+    ``wrap`` turns each of our messages into the one oslo's server handles
+    (:class:`OsloNotification` by default; the ``ntrabbit`` driver's RPC
+    listeners give their own, which can reply).
 
     ``poll`` follows oslo's contract: it returns as soon as ``batch_size``
     messages are there, or once at least one is there and ``batch_timeout``
@@ -144,9 +152,11 @@ class NotificationPollListener(oslo_base.PollStyleListener):
     with the caller.
     """
 
-    def __init__(self, listener: Listener, on_cleanup: Any = None, offload: Offload | None = None) -> None:
+    def __init__(self, listener: Listener, on_cleanup: Any = None, offload: Offload | None = None,
+                 wrap: Callable[[IncomingMessage, Offload], oslo_base.IncomingMessage] | None = None) -> None:
         super().__init__(prefetch_size=-1)
         self.listener = listener
+        self._wrap = wrap or OsloNotification
         self._on_cleanup = on_cleanup
         self._offload = offload or _DIRECT
         self._stopped = threading.Event()
@@ -156,11 +166,11 @@ class NotificationPollListener(oslo_base.PollStyleListener):
         return f"<NotificationPollListener {self.listener!r}>"
 
     def poll(self, timeout: float | None = None, batch_size: int = 1,
-             batch_timeout: float | None = None) -> list[OsloNotification]:
+             batch_timeout: float | None = None) -> list[oslo_base.IncomingMessage]:
         size = max(1, int(batch_size or 1))
         if self.prefetch_size > 0:
             size = min(size, self.prefetch_size)
-        out: list[OsloNotification] = []
+        out: list[oslo_base.IncomingMessage] = []
         deadline = None if timeout is None else time.monotonic() + timeout
         while not out:
             wait = self._wait_until(deadline)
@@ -186,10 +196,10 @@ class NotificationPollListener(oslo_base.PollStyleListener):
         left = deadline - time.monotonic()
         return min(POLL_SLICE, left) if left > 0 else None
 
-    def _take(self, wait: float, count: int) -> list[OsloNotification]:
+    def _take(self, wait: float, count: int) -> list[oslo_base.IncomingMessage]:
         try:
             taken = self._offload(self.listener.poll, timeout=wait, max_messages=count)
-            return [OsloNotification(m, self._offload) for m in taken]
+            return [self._wrap(m, self._offload) for m in taken]
         except Exception as exc:  # noqa: BLE001 - oslo's poll must not raise
             # a class is hashable; mypy does not see type[Exception] as Hashable
             self._errors.log(logging.ERROR, type(exc),  # type: ignore[arg-type]
@@ -222,36 +232,116 @@ class NotificationPollListener(oslo_base.PollStyleListener):
 
 # -- the driver -----------------------------------------------------------------------------------
 
-class NtKafkaDriver(oslo_base.BaseDriver):
-    """oslo.messaging driver ``ntkafka://``: notifications through notify-transport's Kafka driver.
+class OffloadingDriver(oslo_base.BaseDriver):
+    """What the oslo.messaging drivers over ours share.
 
-    Under eventlet monkey-patching, the Kafka driver is switched to native
-    threads before it is built and every call into it that may wait is
-    offloaded to ``eventlet.tpool`` (see :mod:`.eventlet_support`).
+    Under eventlet monkey-patching our drivers are switched to native threads
+    before they are built, and every call into them that may wait is
+    offloaded to ``eventlet.tpool`` (see :mod:`.eventlet_support`). Listeners
+    are started before oslo gets them (its ``server.start()`` returns with the
+    subscription live), kept until oslo cleans them up, and closed at
+    :meth:`cleanup` if it did not.
     """
 
     prefetch_size = 0
+    #: our driver (set by the subclass)
+    driver: BaseDriver
+    #: Whether our driver runs on native threads under eventlet (False: it stays green)
+    native_under_eventlet = True
 
     def __init__(self, conf: Any, url: Any, default_exchange: str | None = None,
                  allowed_remote_exmods: Iterable[str] | None = None) -> None:
         super().__init__(conf, url, default_exchange, allowed_remote_exmods)
-        #: how calls that may block reach the Kafka driver (through tpool under eventlet)
-        self.offload = Offload()
+        #: how calls that may block reach our driver (through tpool under eventlet)
+        self.offload = Offload() if self.native_under_eventlet else _DIRECT
         self._log_bridge = None
         if self.offload.patched:
             use_native_threads()
             self._log_bridge = log_bridge(self.offload)
-        try:
-            our_url, self.listener_options = convert_url(url)
-            self.driver = KafkaDriver(conf, our_url, default_exchange, allowed_remote_exmods)
-        except nt_exceptions.InvalidTransportURL as exc:
-            # the caller of oslo's get_notification_transport() catches oslo's exception
-            raise oslo_messaging.InvalidTransportURL(_redacted(url), str(exc)) from exc
         self._listeners: list[NotificationPollListener] = []
         self._lock = threading.Lock()
 
     def __repr__(self) -> str:
-        return f"<NtKafkaDriver {_redacted(self._url)}>"
+        return f"<{type(self).__name__} {redacted_url(self._url)}>"
+
+    def offloaded(self, func: Callable[..., Any], *args: Any, target: Any = None, **kwargs: Any) -> Any:
+        """``func(*args, **kwargs)`` through the offload; our errors raised as oslo's."""
+        try:
+            return self.offload(func, *args, **kwargs)
+        except nt_exceptions.MessagingException as exc:
+            error = self.oslo_error(exc, target)
+            if error is exc:
+                raise
+            raise error from exc
+
+    def oslo_error(self, exc: BaseException, target: Any = None) -> BaseException:
+        """The oslo.messaging exception for one of ours (see :func:`oslo_error`)."""
+        return oslo_error(exc, target)
+
+    @staticmethod
+    def started(make: Callable[[], Listener]) -> Listener:
+        """Create and start one of our listeners (may wait: offloaded); closed on failure."""
+        listener = make()
+        try:
+            listener.start()
+        except BaseException:
+            listener.stop()
+            listener.cleanup()
+            raise
+        return listener
+
+    def oslo_listener(self, listener: Listener, batch_size: int, batch_timeout: float | None,
+                      wrap: Callable[[IncomingMessage, Offload], oslo_base.IncomingMessage] | None = None
+                      ) -> oslo_base.Listener:
+        """oslo's listener over one of our started listeners, remembered until cleaned up."""
+        poll_listener = NotificationPollListener(listener, on_cleanup=self._forget, offload=self.offload,
+                                                 wrap=wrap)
+        with self._lock:
+            self._listeners.append(poll_listener)
+        return oslo_base.PollStyleListenerAdapter(poll_listener, batch_size, batch_timeout)
+
+    def _forget(self, poll_listener: NotificationPollListener) -> None:
+        with self._lock:
+            if poll_listener in self._listeners:
+                self._listeners.remove(poll_listener)
+
+    def flush(self, timeout: float | None = None) -> int:
+        """Wait for sent notifications to be confirmed; return how many are still pending."""
+        return int(self.offload(self.driver.flush, timeout))
+
+    def delivery_stats(self) -> dict[str, int]:
+        """Counters of sent, delivered and failed notifications."""
+        return self.driver.delivery_stats()
+
+    def cleanup(self) -> None:
+        """Close listeners oslo did not clean up, then flush (bounded) and close the driver."""
+        with self._lock:
+            listeners, self._listeners = list(self._listeners), []
+        for poll_listener in listeners:
+            try:
+                poll_listener.stop()
+                poll_listener.cleanup()
+            except Exception:  # noqa: BLE001 - close the others anyway
+                LOG.exception("Closing %r failed", poll_listener)
+        self.offload(self.driver.cleanup)
+        if self._log_bridge is not None:
+            self._log_bridge.drain()  # what the driver logged while closing, now
+
+
+class NtKafkaDriver(OffloadingDriver):
+    """oslo.messaging driver ``ntkafka://``: notifications through notify-transport's Kafka driver."""
+
+    driver: KafkaDriver
+
+    def __init__(self, conf: Any, url: Any, default_exchange: str | None = None,
+                 allowed_remote_exmods: Iterable[str] | None = None) -> None:
+        super().__init__(conf, url, default_exchange, allowed_remote_exmods)
+        try:
+            kafka_url, self.listener_options = convert_url(url)
+            self.driver = KafkaDriver(conf, kafka_url, default_exchange, allowed_remote_exmods)
+        except nt_exceptions.InvalidTransportURL as exc:
+            # the caller of oslo's get_notification_transport() catches oslo's exception
+            raise oslo_messaging.InvalidTransportURL(redacted_url(url), str(exc)) from exc
 
     def require_features(self, requeue: bool = False) -> None:
         """Requeue needs a delivery mode that supports it ([oslo_messaging_kafka] or the URL query)."""
@@ -277,57 +367,17 @@ class NtKafkaDriver(oslo_base.BaseDriver):
     # -- notifications --------------------------------------------------------------------
     def send_notification(self, target: Any, ctxt: Any, message: dict, version: float,
                           retry: int | None = None) -> None:
-        try:
-            self.offload(self.driver.send_notification, Target(exchange=target.exchange, topic=target.topic),
-                         ctxt, message, version, retry=retry)
-        except nt_exceptions.MessagingException as exc:
-            error = oslo_error(exc, target)
-            if error is exc:
-                raise
-            raise error from exc
+        self.offloaded(self.driver.send_notification, Target(exchange=target.exchange, topic=target.topic),
+                       ctxt, message, version, retry=retry, target=target)
 
     def listen_for_notifications(self, targets_and_priorities: Iterable[tuple[Any, str]], pool: str | None,
                                  batch_size: int, batch_timeout: float | None) -> oslo_base.Listener:
         """Subscribe now, so that oslo's ``server.start()`` returns with the subscription live."""
         pairs = [(Target(exchange=t.exchange, topic=t.topic), priority)
                  for t, priority in targets_and_priorities]
-        try:
-            listener = self.offload(self._started_listener, pairs, pool, batch_size, batch_timeout)
-        except nt_exceptions.MessagingException as exc:
-            error = oslo_error(exc)
-            if error is exc:
-                raise
-            raise error from exc
-        poll_listener = NotificationPollListener(listener, on_cleanup=self._forget, offload=self.offload)
-        with self._lock:
-            self._listeners.append(poll_listener)
-        return oslo_base.PollStyleListenerAdapter(poll_listener, batch_size, batch_timeout)
-
-    def _started_listener(self, pairs: list[tuple[Target, str]], pool: str | None, batch_size: int,
-                          batch_timeout: float | None) -> Listener:
-        """Create and start one of our listeners (waits for the group: offloaded); closed on failure."""
-        listener = self.driver.listen_for_notifications(pairs, pool, batch_size, batch_timeout,
-                                                        **self.listener_options)
-        try:
-            listener.start()
-        except BaseException:
-            listener.stop()
-            listener.cleanup()
-            raise
-        return listener
-
-    def _forget(self, poll_listener: NotificationPollListener) -> None:
-        with self._lock:
-            if poll_listener in self._listeners:
-                self._listeners.remove(poll_listener)
-
-    def flush(self, timeout: float | None = None) -> int:
-        """Wait for sent notifications to be confirmed; return how many are still pending."""
-        return self.offload(self.driver.flush, timeout)
-
-    def delivery_stats(self) -> dict[str, int]:
-        """Counters of sent, delivered and failed notifications."""
-        return self.driver.delivery_stats()
+        listener = self.offloaded(self.started, lambda: self.driver.listen_for_notifications(
+            pairs, pool, batch_size, batch_timeout, **self.listener_options))
+        return self.oslo_listener(listener, batch_size, batch_timeout)
 
     # -- RPC: not carried ----------------------------------------------------------------------
     def send(self, target: Any, ctxt: Any, message: Any, wait_for_reply: Any = None,
@@ -339,18 +389,3 @@ class NtKafkaDriver(oslo_base.BaseDriver):
     def listen(self, target: Any, batch_size: int, batch_timeout: float | None) -> Any:
         raise NotImplementedError(f"The {SCHEME} driver carries notifications only; "
                                   "use a rabbit:// transport_url for RPC")
-
-    # -- end -------------------------------------------------------------------------------------------
-    def cleanup(self) -> None:
-        """Close listeners oslo did not clean up, then flush (bounded) and close the driver."""
-        with self._lock:
-            listeners, self._listeners = list(self._listeners), []
-        for poll_listener in listeners:
-            try:
-                poll_listener.stop()
-                poll_listener.cleanup()
-            except Exception:  # noqa: BLE001 - close the others anyway
-                LOG.exception("Closing %r failed", poll_listener)
-        self.offload(self.driver.cleanup)
-        if self._log_bridge is not None:
-            self._log_bridge.drain()  # what the driver logged while closing, now

@@ -41,12 +41,13 @@ EXECUTORS = ("eventlet", "threading")
 BROKERS = ["noida"] + (["external"] if external_kafka() is not None else [])
 
 
-def run_service(bootstrap: str, executor: str) -> dict[str, Any]:
-    """Run the child; return its reports by check name (``"output"``: what it printed)."""
+def run_service(bootstrap: str, executor: str, script: Path = SERVICE,
+                prefix: str = f"{SESSION_PREFIX}-ev") -> dict[str, Any]:
+    """Run the child ``script``; return its reports by check name (``"output"``: what it printed)."""
     env = dict(os.environ, PYTHONWARNINGS="ignore::DeprecationWarning")
-    child = subprocess.Popen([sys.executable, str(SERVICE), bootstrap, executor, f"{SESSION_PREFIX}-ev"],
+    child = subprocess.Popen([sys.executable, str(script), bootstrap, executor, prefix],
                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
-                             cwd=SERVICE.parent)
+                             cwd=script.parent)
     try:
         out, err = child.communicate(timeout=RUN_TIMEOUT)
         timed_out = False

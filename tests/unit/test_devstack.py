@@ -424,12 +424,58 @@ def test_the_hooks_are_replaced_only_under_the_kafka_service(tmp_path: Path) -> 
     """The replacement happens in one place, behind is_service_enabled kafka."""
     text = PLUGIN.read_text()
     assert re.search(r"^if is_service_enabled kafka; then\n    notify_transport_take_over_messaging_hooks\n"
-                     r"fi$", text, re.MULTILINE)
+                     r"elif \[\[ \"\$\{RPC_SCHEME:-rabbit\}\" != \"rabbit\" \]\]; then\n"
+                     r"    notify_transport_take_over_rpc_url_hook\nfi$", text, re.MULTILINE)
     assert text.count("notify_transport_take_over_messaging_hooks") == 1
     for path in LIBS:
         for hook in REPLACED_HOOKS:
             for match in re.finditer(rf"^(\s*)function {hook} ", path.read_text(), re.MULTILINE):
                 assert match.group(1), f"{path.name} defines {hook} at top level"
+
+
+# -- RPC_SCHEME=ntrabbit: the services' RPC on notify-transport's RabbitMQ driver --
+
+def test_rpc_scheme_ntrabbit_with_devstacks_rabbit_and_kafka(tmp_path: Path) -> None:
+    text = write_config(tmp_path, {**DEVSTACK_ENV, "RPC_SCHEME": "ntrabbit"})
+    assert ini_value(text, "DEFAULT", "transport_url") == "ntrabbit://stackrabbit:secret@controller:5672/"
+    assert ini_value(text, "oslo_messaging_notifications", "transport_url") == "ntkafka://controller:9092/"
+
+
+def test_rpc_scheme_ntrabbit_with_an_account_of_its_own(tmp_path: Path) -> None:
+    text = write_config(tmp_path, {**DEVSTACK_ENV, **ANCHOR_ENV, "RPC_SCHEME": "ntrabbit", "RPC_VHOST": "nova"})
+    assert ini_value(text, "DEFAULT", "transport_url") == "ntrabbit://nova:pw@rabbit1:5673/nova"
+
+
+@pytest.mark.parametrize("env", [{"NOTIFY_SERVICE": "rabbit"}, {"DISABLED_SERVICES": "kafka"}],
+                         ids=["notify-service-rabbit", "kafka-disabled"])
+def test_rpc_scheme_ntrabbit_without_the_kafka_service(tmp_path: Path, env: dict[str, str]) -> None:
+    """Only get_transport_url is replaced; devstack's iniset_rpc_backend writes what it gives."""
+    conf = tmp_path / "nova.conf"
+    run = run_devstack(tmp_path, 'iniset_rpc_backend nova "$CONF"; get_transport_url cell1',
+                       {**DEVSTACK_ENV, **env, "CONF": str(conf), "RPC_SCHEME": "ntrabbit"})
+    assert conf.read_text() == textwrap.dedent("""\
+
+        [DEFAULT]
+        transport_url = ntrabbit://stackrabbit:secret@controller:5672/
+        """)
+    assert run.stdout.splitlines() == ["ntrabbit://stackrabbit:secret@controller:5672/cell1"]
+    assert run.called("devstack:iniset_rpc_backend") == [["nova", str(conf)]]
+
+
+def test_oslo_messaging_loads_ntrabbit_from_the_written_config(tmp_path: Path) -> None:
+    import oslo_messaging
+    from oslo_config import cfg
+    from stevedore import driver
+
+    from notify_transport.integrations.oslo_rabbit import NtRabbitDriver
+
+    write_config(tmp_path, {**DEVSTACK_ENV, "RPC_SCHEME": "ntrabbit"})
+    conf = cfg.ConfigOpts()
+    conf(["--config-file", str(tmp_path / "service.conf")], project="nova")
+    url = oslo_messaging.TransportURL.parse(conf)  # [DEFAULT] transport_url, as services read it
+    assert url.transport == "ntrabbit"
+    manager = driver.DriverManager("oslo.messaging.drivers", url.transport, invoke_on_load=False)
+    assert manager.driver is NtRabbitDriver
 
 
 # -- devstack-plugin-kafka's variable spellings beside the plugin's own --------
@@ -666,6 +712,7 @@ def test_rpc_vhost_is_created_on_devstacks_rabbit(tmp_path: Path) -> None:
     ({"NT_SERVE_LISTENERS": "billing,a;b"}, "NT_SERVE_LISTENERS: 'a;b' is not a listener name"),
     ({"NT_SERVE_CONF": "/etc/my conf"}, "NT_SERVE_CONF may not contain white space"),
     ({"NT_SERVE_WORKERS": "0"}, "NT_SERVE_WORKERS: '0' is not a number of processes"),
+    ({"RPC_SCHEME": "kombu"}, "RPC_SCHEME=kombu is not supported"),
 ], ids=lambda v: v if isinstance(v, str) else None)
 def test_bad_settings_stop_with_the_reason(tmp_path: Path, env: dict[str, str], message: str) -> None:
     run = run_devstack(tmp_path, env={**DEVSTACK_ENV, **env}, phase="stack pre-install", check=False)
@@ -680,7 +727,8 @@ def test_bad_settings_stop_with_the_reason(tmp_path: Path, env: dict[str, str], 
      "NOTIFY_SECURITY_PROTOCOL": "SASL_SSL", "NOTIFY_SASL_MECHANISM": "SCRAM-SHA-256"},
     {"NOTIFY_SERVICE": "rabbit", "NOTIFY_SCHEME": "kafka"},
     {"ENABLED_SERVICES": "key", "RPC_HOST": "rabbit.example.org", "NT_SERVE_LISTENERS": "a, b.c"},
-], ids=["defaults", "local-sasl-plain", "external-scram-ssl", "rabbit-notify", "external-rpc"])
+    {"RPC_SCHEME": "ntrabbit"},
+], ids=["defaults", "local-sasl-plain", "external-scram-ssl", "rabbit-notify", "external-rpc", "ntrabbit"])
 def test_good_settings_pass(tmp_path: Path, env: dict[str, str]) -> None:
     run_devstack(tmp_path, env={**DEVSTACK_ENV, **env}, phase="stack pre-install")
 

@@ -33,6 +33,8 @@ CHILD = textwrap.dedent("""
     from notify_transport.drivers import base
     from notify_transport.drivers.kafka import cluster, driver, producer, reader
     from notify_transport.drivers.kafka.delivery import commit, workers
+    from notify_transport.drivers.rabbit import connection as rabbit_connection, consumer as rabbit_consumer
+    from notify_transport import backoff
     from notify_transport.integrations import eventlet_support
     from notify_transport.integrations.oslo_messaging import NtKafkaDriver
 
@@ -44,6 +46,8 @@ CHILD = textwrap.dedent("""
     out["switched_again"] = eventlet_support.use_native_threads()
     out["native_after"] = all(m.threading is native for m in (base, commit, driver, producer, reader, workers)) \\
         and reader.queue is patcher.original("queue") and commit.time is patcher.original("time")
+    out["rabbit_stays_green"] = rabbit_connection.threading is threading \
+        and rabbit_consumer.threading is threading and backoff.time is time
     out["stdlib_untouched"] = threading.Thread is not native.Thread and time.sleep is not patcher.original("time").sleep
 
     ticks = []
@@ -115,6 +119,12 @@ def test_the_kafka_driver_gets_native_threading_queue_and_time(patched_child) ->
     assert patched_child["switched"] > 0 and patched_child["switched_again"] == 0
     assert patched_child["native_after"] is True
     assert patched_child["stdlib_untouched"] is True  # the rest of the process stays green
+
+
+def test_the_rabbit_driver_stays_green_when_the_kafka_driver_switches(patched_child) -> None:
+    # pika's timer and loop lock are green in a patched process: a RabbitMQ driver loaded before
+    # ntkafka's switch (a service with ntrabbit and ntkafka) must keep green primitives
+    assert patched_child["rabbit_stays_green"] is True
 
 
 def test_a_blocking_call_from_the_hub_runs_in_tpool_and_the_hub_keeps_running(patched_child) -> None:

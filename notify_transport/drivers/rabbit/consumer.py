@@ -152,14 +152,16 @@ class QueueConsumer(ChannelUser):
 
     def _settle(self, deliveries: list[Delivery], ack: bool, requeue: bool) -> None:
         # Settlements queue up and one I/O callback sends all that are waiting:
-        # a listener acking message by message does not wake the I/O thread each time.
+        # a listener acking message by message does not wake the I/O thread each
+        # time, and when the loop is free this thread sends them itself.
         with self._settle_lock:
             self._to_settle.append((deliveries, ack, requeue))
             if self._settle_scheduled:
                 return
             self._settle_scheduled = True
         try:
-            self.conn.call_soon(self._io_settle_pending)
+            if not self.conn.try_run_locked(self._io_settle_pending):
+                self.conn.call_soon(self._io_settle_pending)
         except MessageDeliveryFailure:
             LOG.debug("%r: connection closed; the broker requeues unacked messages", self)
 

@@ -135,7 +135,7 @@ class RabbitDriver(BaseDriver):
         sender = self._rpc_sender()
         if wait_for_reply:
             return sender.call(target, ctxt, message, DEFAULT_CALL_TIMEOUT if timeout is None else timeout,
-                               retry, call_monitor_timeout)
+                               retry, call_monitor_timeout, transport_options)
         sender.cast(target, ctxt, message, retry, transport_options)
         return None
 

@@ -1,10 +1,23 @@
 """RPC over RabbitMQ, on the wire exactly as oslo.messaging's rabbit driver.
 
-Requests and replies are oslo's (``_msg_id``, ``_reply_q``, ``_timeout``;
-``result``/``failure``/``ending``; see ``drivers.remote_errors``). One reply
-queue per process; a waiting caller reads replies itself when no other thread
-does, so its reply needs no thread hop. Requests are acknowledged on delivery
-(at most once, as oslo) and ``_unique_id`` drops republished duplicates.
+A request is the oslo envelope of ``{"method", "args", ["namespace"],
+["version"], "_unique_id", "_context_<key>"...}``; a call adds ``_msg_id``,
+``_reply_q`` (the caller's reply queue) and ``_timeout`` (call-monitor
+interval or null). The server answers on the default exchange with routing
+key ``_reply_q``: ``{"result", "failure", "ending", "_msg_id", "_unique_id"}``,
+``failure`` being the serialized exception (see ``drivers.remote_errors``).
+``ending: false`` with no result is a call-monitor heartbeat.
+
+Each process (driver) has one reply queue, no queue per call. A waiting
+caller reads the replies itself when no other thread does (see
+``RabbitConnection.read_while_waiting``), so its reply reaches it without a
+thread hop; otherwise whoever reads (another caller, or the I/O thread) hands
+each reply straight to its caller. A cast publishes and reads its confirm the
+same way. Requests are acknowledged when a server takes them, before
+dispatch (as oslo does: a call runs at most once); one the broker sent but no
+server took yet when the connection is lost comes again after the reconnect,
+and ``_unique_id`` drops duplicates of a request published again after a lost
+confirm or delivered again after a lost acknowledgement.
 """
 from __future__ import annotations
 
@@ -165,7 +178,15 @@ class RpcSender:
                                          f"{self._conn.last_error or 'connecting'}")
 
     def call(self, target: Target, ctxt: dict, message: dict, timeout: float,
-             retry: int | None, call_monitor_timeout: float | None) -> Any:
+             retry: int | None, call_monitor_timeout: float | None,
+             transport_options: Any = None) -> Any:
+        """Send a request and wait for its reply.
+
+        While no queue is bound to the routing key the request is published
+        again until the timeout (a server may be starting), unless
+        ``transport_options`` asks for ``at_least_once``: then the broker's
+        return raises :class:`MessageUndeliverable` at once, as in oslo.
+        """
         if target.fanout:
             raise InvalidTarget("A call cannot be used with fanout", target)
         deadline = time.monotonic() + timeout
@@ -199,6 +220,8 @@ class RpcSender:
                     break
                 if failed.error is not None:
                     raise failed.error
+                if _at_least_once(transport_options):
+                    raise MessageUndeliverable(failed.returned, exchange.name, key, message)
                 unroutable += 1  # no queue yet: a server may be starting
                 LOG.debug("Call %s to %s: no queue bound yet (%s); retrying", msg_id, key, failed.returned)
                 NO_QUEUE_BACKOFF.wait(unroutable, deadline=deadline)
@@ -364,10 +387,11 @@ class RpcListener(Listener):
         self._replier = replier
         self._dedup = DedupCache()
         queues = topology.rpc_queues(target.exchange, target.topic, target.server)
-        # Requests are acknowledged on delivery (oslo acks them before dispatch
-        # too): a call runs at most once, and no ack has to travel back
-        # through the I/O thread.
-        self.consumer = QueueConsumer(conn, queues, prefetch=prefetch, auto_ack=True,
+        # Requests are acknowledged when poll() hands them out, before dispatch (as
+        # oslo does: a call runs at most once). Not on delivery: with automatic
+        # acknowledgement the broker forgets a request as soon as it sends it, and
+        # one still on its way when the connection is cut was lost.
+        self.consumer = QueueConsumer(conn, queues, prefetch=prefetch, auto_ack=False,
                                       name=f"rpc {target.topic}.{target.server}",
                                       reconnect_delay=reconnect_delay)
 
@@ -382,6 +406,7 @@ class RpcListener(Listener):
         deliveries = self.consumer.get(timeout, max_messages)
         if not deliveries:
             return []
+        self.consumer.ack(deliveries)
         out: list[IncomingMessage] = []
         for delivery in deliveries:
             try:

@@ -1,0 +1,191 @@
+"""An eventlet-monkey-patched oslo.messaging service on ``ntrabbit://``; run as a child process.
+
+``python oslo_eventlet_rabbit_service.py AMQP_URL EXECUTOR PREFIX`` monkey-patches
+first thing (importing oslo_eventlet_service does), then drives notify-transport
+only through oslo.messaging's public API: an RPC server on ``ntrabbit://`` and
+one on oslo's own ``rabbit://`` behind one topic, clients on both schemes,
+calls, casts, fanout, remote errors, a timeout, a notification listener and a
+batch listener. The ticking green thread of oslo_eventlet_service shows whether
+the hub was blocked. Prints one JSON object per check, then ``{"check": "done"}``.
+"""
+from oslo_eventlet_service import HubWatch, emit, wait_until  # noqa: I001 - monkey-patches first
+
+import eventlet  # noqa: E402
+
+import contextlib  # noqa: E402
+import logging  # noqa: E402
+import sys  # noqa: E402
+import time  # noqa: E402
+from typing import Any  # noqa: E402
+
+import oslo_messaging  # noqa: E402
+from oslo_config import cfg  # noqa: E402
+
+
+class ServiceError(Exception):
+    """Raised by the endpoint; callers allowing this module get it back as ServiceError_Remote."""
+
+
+class Endpoint:
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.got: list[Any] = []
+
+    def echo(self, ctxt: dict, value: Any) -> dict:
+        self.got.append(value)
+        return {"server": self.name, "value": value}
+
+    def fail(self, ctxt: dict) -> None:
+        raise ServiceError("refused")
+
+    def slow(self, ctxt: dict, seconds: float) -> str:
+        eventlet.sleep(seconds)  # green: the server keeps serving others meanwhile
+        return "late"
+
+
+class Notes:
+    def __init__(self) -> None:
+        self.got: list[Any] = []
+        self.batches: list[list[Any]] = []
+
+    def info(self, *args: Any) -> None:
+        if len(args) == 1:  # a batch endpoint gets the list of messages
+            self.batches.append([m["payload"] for m in args[0]])
+        else:
+            self.got.append(args[3])
+
+
+class Service:
+    def __init__(self, amqp_url: str, executor: str, prefix: str) -> None:
+        self.url = amqp_url
+        self.executor = executor
+        self.prefix = prefix
+        self.watch = HubWatch()
+        self.servers: list[Any] = []
+        self.transports: list[Any] = []
+
+    def transport(self, scheme: str, kind: str = "rpc") -> Any:
+        url = self.url.replace("rabbit://", f"{scheme}://", 1)
+        if kind == "rpc":
+            made = oslo_messaging.get_rpc_transport(cfg.CONF, url, allowed_remote_exmods=[__name__])
+        else:
+            made = oslo_messaging.get_notification_transport(cfg.CONF, url)
+        self.transports.append(made)
+        return made
+
+    def start(self, server: Any) -> Any:
+        server.start()
+        self.servers.append(server)
+        return server
+
+    def rpc(self) -> dict:
+        report: dict[str, Any] = {}
+        topic = f"{self.prefix}_rpc"
+        ours, theirs = Endpoint("ntrabbit"), Endpoint("rabbit")
+        with self.watch.phase(report, "start"):
+            for scheme, end in (("ntrabbit", ours), ("rabbit", theirs)):
+                self.start(oslo_messaging.get_rpc_server(
+                    self.transport(scheme), oslo_messaging.Target(topic=topic, server=scheme), [end],
+                    executor=self.executor))
+        client = oslo_messaging.get_rpc_client(self.transport("ntrabbit"), oslo_messaging.Target(topic=topic),
+                                               timeout=10)
+        oslo_client = oslo_messaging.get_rpc_client(self.transport("rabbit"),
+                                                    oslo_messaging.Target(topic=topic), timeout=10)
+        with self.watch.phase(report, "calls"):
+            # oslo's server is ready once it answers (its start() returns before it consumes)
+            wait_until(lambda: _answers(client.prepare(server="rabbit", timeout=1)))
+            report["to_rabbit"] = client.prepare(server="rabbit").call({}, "echo", value=1)
+            report["from_rabbit"] = oslo_client.prepare(server="ntrabbit").call({}, "echo", value=2)
+            # twenty concurrent calls from green threads, all answered
+            pool = eventlet.GreenPool()
+            report["concurrent"] = sorted(pool.imap(lambda i: client.call({}, "echo", value=i)["value"],
+                                                    range(20)))
+        with self.watch.phase(report, "fanout_phase"):
+            mark = f"fan-{time.monotonic()}"
+            probe = [0]
+
+            def both_probed() -> bool:
+                probe[0] += 1
+                client.prepare(fanout=True).cast({}, "echo", value=f"probe-{probe[0]}")
+                eventlet.sleep(0.2)
+                return f"probe-{probe[0]}" in ours.got and f"probe-{probe[0]}" in theirs.got
+
+            wait_until(both_probed)
+            oslo_client.prepare(fanout=True).cast({}, "echo", value=mark)
+            client.prepare(fanout=True).cast({}, "echo", value=mark + "-ours")
+            wait_until(lambda: all(m in e.got for e in (ours, theirs) for m in (mark, mark + "-ours")))
+            report["fanout"] = {e.name: [v for v in e.got if isinstance(v, str) and v.startswith(mark)]
+                                for e in (ours, theirs)}
+        with self.watch.phase(report, "errors"):
+            try:
+                client.prepare(server="rabbit").call({}, "fail")
+            except ServiceError as exc:
+                report["remote_error"] = type(exc).__name__
+            started = time.monotonic()
+            try:
+                client.prepare(server="ntrabbit", timeout=1).call({}, "slow", seconds=3)
+            except oslo_messaging.MessagingTimeout:
+                report["timeout_after"] = time.monotonic() - started
+        return report
+
+    def notifications(self) -> dict:
+        report: dict[str, Any] = {}
+        topic = f"{self.prefix}_notes"
+        notes, batch = Notes(), Notes()
+        listening = self.transport("ntrabbit", "notifications")
+        with self.watch.phase(report, "start"):
+            self.start(oslo_messaging.get_notification_listener(
+                listening, [oslo_messaging.Target(topic=topic)], [notes], executor=self.executor))
+            self.start(oslo_messaging.get_batch_notification_listener(
+                listening, [oslo_messaging.Target(topic=topic)], [batch], executor=self.executor,
+                pool=f"{topic}_batch", batch_size=4, batch_timeout=1))
+        with self.watch.phase(report, "idle"):
+            eventlet.sleep(2)  # two listeners polling, nothing to read: the ticker must go on
+        for scheme in ("ntrabbit", "rabbit"):
+            notifier = oslo_messaging.Notifier(self.transport(scheme, "notifications"), publisher_id=scheme,
+                                               driver="messagingv2", topics=[topic])
+            for i in range(5):
+                notifier.info({}, "compute.instance.update", {"from": scheme, "n": i})
+        with self.watch.phase(report, "arrival"):
+            wait_until(lambda: len(notes.got) >= 10 and sum(map(len, batch.batches)) >= 10)
+        report["received"] = sorted((p["from"], p["n"]) for p in notes.got)
+        report["batches"] = batch.batches
+        return report
+
+    def stop_everything(self) -> dict:
+        report: dict[str, Any] = {}
+        with self.watch.phase(report, "stop"):
+            for server in self.servers:
+                server.stop()
+            for server in self.servers:
+                server.wait()
+            for transport in self.transports:
+                transport.cleanup()
+        return report
+
+
+def _answers(client: Any) -> bool:
+    with contextlib.suppress(oslo_messaging.MessagingTimeout):
+        client.call({}, "echo", value="ping")
+        return True
+    return False
+
+
+def main(argv: list[str]) -> int:
+    amqp_url, executor, prefix = argv
+    logging.basicConfig(level=logging.WARNING, stream=sys.stderr)
+    cfg.CONF([], project="oslo-eventlet-rabbit-check")
+    emit("patched", thread=eventlet.patcher.is_monkey_patched("thread"), executor=executor)
+    service = Service(amqp_url, executor, prefix)
+    for check in ("rpc", "notifications", "stop_everything"):
+        try:
+            emit(check, **getattr(service, check)())
+        except Exception as exc:  # noqa: BLE001 - reported, the test fails on it
+            logging.exception("%s failed", check)
+            emit(check, error=f"{type(exc).__name__}: {exc}")
+    emit("done")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
