@@ -80,6 +80,21 @@ class _Closing:
         self.close()
 
 
+class _OwnsConsumer(_Closing):
+    """Holds one client in ``_consumer``; closing closes it (and librdkafka's threads) once."""
+
+    name: str
+    _consumer: confluent_kafka.Consumer | None
+
+    def close(self) -> None:
+        consumer, self._consumer = self._consumer, None
+        if consumer is not None:
+            try:
+                consumer.close()
+            except (KafkaException, RuntimeError) as exc:
+                LOG.debug("%s: close: %s", self.name, exc)
+
+
 class _Records(_Closing):
     """Iterating calls ``next()`` until a record comes, or the iterator was stopped."""
 
@@ -105,7 +120,7 @@ def _partitions(partitions: Iterable[Partition]) -> list[TopicPartition]:
     return [TopicPartition(topic, partition) for topic, partition in partitions]
 
 
-class Reader(_Closing):
+class Reader(_OwnsConsumer):
     """Partitions read by one client without a consumer group, each from its own offset.
 
     :meth:`open` (or :meth:`assign` with explicit offsets) adds partitions or
@@ -266,14 +281,6 @@ class Reader(_Closing):
             raise MessagingException(f"{self.name}: {err.str()}")
         else:
             LOG.warning("%s: %s", self.name, err.str())
-
-    def close(self) -> None:
-        consumer, self._consumer = self._consumer, None
-        if consumer is not None:
-            try:
-                consumer.close()
-            except (KafkaException, RuntimeError) as exc:
-                LOG.debug("%s: close: %s", self.name, exc)
 
 
 class PartitionConsumer(_Closing):
@@ -507,7 +514,7 @@ def _raise_gone(topic: str, partition: int, message: str) -> None:
     raise RecordsGone(message)
 
 
-class RangeReader:
+class RangeReader(_OwnsConsumer):
     """Reads offset ranges of several partitions with one consumer: assigned, never committed.
 
     ``read`` yields the records of the ranges in chunks (offset order per
@@ -608,16 +615,3 @@ class RangeReader:
         consumer.seek(TopicPartition(tp[0], tp[1], low))
         return max(offset, low)
 
-    def close(self) -> None:
-        consumer, self._consumer = self._consumer, None
-        if consumer is not None:
-            try:
-                consumer.close()
-            except (KafkaException, RuntimeError) as exc:
-                LOG.debug("%s: close: %s", self.name, exc)
-
-    def __enter__(self) -> "RangeReader":
-        return self
-
-    def __exit__(self, *exc: Any) -> None:
-        self.close()
