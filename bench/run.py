@@ -393,31 +393,41 @@ class Run:
         return {"host": vhost.host, "port": vhost.port, "vhost": vhost.name, "user": vhost.user,
                 "password": vhost.password}
 
-    def rpc(self, vhost: brokers.RabbitVhost) -> None:
+    def _rpc_round(self, vhost: brokers.RabbitVhost, module: str, name: str, column: str,
+                   key_prefix: str = "rpc_", **common: Any) -> None:
+        """One server worker and one client worker of ``module`` (``serve``/``client``), the
+        client's ``rpc_*`` results recorded under ``key_prefix`` in ``column``.
+
+        One home for the rounds of ``rpc`` and ``ntrabbit`` so that both measure alike
+        (sizes, timeouts, the server's stop) and a failure of either worker is recorded.
+        """
         s = self.sizes
+        vhost.remember_queue(common["topic"])
+        vhost.remember_queue(f"{common['topic']}.bench-server")
+        common.update(url=vhost.url(), rabbit=self._rabbit(vhost))
+        kind, _, tag = name.partition("/")
+        server = Worker(f"{module}:serve", dict(common, server="bench-server"), name=f"{kind}-server/{tag}")
+        try:
+            server.wait_signal("ready", 60)
+            out = run_worker(f"{module}:client", dict(
+                common, warmup=s.rpc_warmup, seq_calls=s.rpc_seq_calls, seq_seconds=s.rpc_seq_seconds,
+                threads=s.rpc_threads, thread_seconds=s.rpc_thread_seconds, casts=s.rpc_casts),
+                timeout=s.rpc_seq_seconds + s.rpc_thread_seconds + 180, name=f"{kind}-client/{tag}")
+            server.send("stop")
+            server.result(30)
+        except WorkerError as exc:
+            out = {"error": str(exc).splitlines()[0], "detail": str(exc)}
+        finally:
+            server.kill()
+        for key in ("rpc_call_seq", "rpc_call_threads", "rpc_cast"):
+            self.record(key_prefix + key[len("rpc_"):], column,
+                        out.get(key, {"error": out.get("error", "no result")}))
+
+    def rpc(self, vhost: brokers.RabbitVhost) -> None:
         for impl in self.impls:
             topic = f"{self.prefix}-rpc-{impl}"
             vhost.remember_queue(f"{topic}.raw")
-            vhost.remember_queue(topic)
-            vhost.remember_queue(f"{topic}.bench-server")
-            server = Worker("bench.rabbit_rpc:serve", dict(
-                impl=impl, url=vhost.url(), rabbit=self._rabbit(vhost), topic=topic,
-                server="bench-server"), name=f"rpc-server/{impl}")
-            try:
-                server.wait_signal("ready", 60)
-                out = run_worker("bench.rabbit_rpc:client", dict(
-                    impl=impl, url=vhost.url(), rabbit=self._rabbit(vhost), topic=topic,
-                    warmup=s.rpc_warmup, seq_calls=s.rpc_seq_calls, seq_seconds=s.rpc_seq_seconds,
-                    threads=s.rpc_threads, thread_seconds=s.rpc_thread_seconds, casts=s.rpc_casts),
-                    timeout=s.rpc_seq_seconds + s.rpc_thread_seconds + 180, name=f"rpc-client/{impl}")
-                server.send("stop")
-                server.result(30)
-            except WorkerError as exc:
-                out = {"error": str(exc).splitlines()[0], "detail": str(exc)}
-            finally:
-                server.kill()
-            for key in ("rpc_call_seq", "rpc_call_threads", "rpc_cast"):
-                self.record(key, impl, out.get(key, {"error": out.get("error", "no result")}))
+            self._rpc_round(vhost, "bench.rabbit_rpc", f"rpc/{impl}", impl, impl=impl, topic=topic)
 
     def ntrabbit(self, vhost: brokers.RabbitVhost) -> None:
         """oslo.messaging's API on ``ntrabbit://`` vs ``rabbit://``, with threads then under eventlet.
@@ -427,34 +437,11 @@ class Run:
         """
         from bench.ntrabbit_rpc import IMPLS
 
-        s = self.sizes
         for mode, prefix in (("threads", "ntrabbit_"), ("eventlet", "ntrabbit_ev_")):
             for impl in IMPLS:
-                topic = f"{self.prefix}-ntr-{mode}-{impl}"
-                vhost.remember_queue(topic)
-                vhost.remember_queue(f"{topic}.bench-server")
-                common = dict(impl=impl, url=vhost.url(), rabbit=self._rabbit(vhost), topic=topic,
-                              eventlet=mode == "eventlet")
-                server = Worker("bench.ntrabbit_rpc:serve", dict(common, server="bench-server"),
-                                name=f"ntrabbit-server/{mode}/{impl}")
-                try:
-                    server.wait_signal("ready", 60)
-                    out = run_worker("bench.ntrabbit_rpc:client", dict(
-                        common, warmup=s.rpc_warmup, seq_calls=s.rpc_seq_calls,
-                        seq_seconds=s.rpc_seq_seconds, threads=s.rpc_threads,
-                        thread_seconds=s.rpc_thread_seconds, casts=s.rpc_casts),
-                        timeout=s.rpc_seq_seconds + s.rpc_thread_seconds + 180,
-                        name=f"ntrabbit-client/{mode}/{impl}")
-                    server.send("stop")
-                    server.result(30)
-                except WorkerError as exc:
-                    out = {"error": str(exc).splitlines()[0], "detail": str(exc)}
-                finally:
-                    server.kill()
-                column = "ours" if impl == "ntrabbit" else "oslo"
-                for key in ("rpc_call_seq", "rpc_call_threads", "rpc_cast"):
-                    self.record(prefix + key[len("rpc_"):], column,
-                                out.get(key, {"error": out.get("error", "no result")}))
+                self._rpc_round(vhost, "bench.ntrabbit_rpc", f"ntrabbit/{mode}/{impl}",
+                                "ours" if impl == "ntrabbit" else "oslo", prefix, impl=impl,
+                                topic=f"{self.prefix}-ntr-{mode}-{impl}", eventlet=mode == "eventlet")
 
     def rabbit_notify(self, vhost: brokers.RabbitVhost) -> None:
         s = self.sizes

@@ -7,6 +7,7 @@ here. Drivers import this module, never the API layer.
 from __future__ import annotations
 
 import abc
+import logging
 import threading
 from typing import Any, Callable, Iterable, Protocol, Sequence
 
@@ -15,7 +16,9 @@ from notify_transport.exceptions import NotSupported
 from notify_transport.target import Target
 
 #: Kept importable from here for drivers written against it; defined in :mod:`.naming`.
-__all__ = ["PRIORITIES", "BaseDriver", "Executor", "IncomingMessage", "Listener"]
+__all__ = ["PRIORITIES", "BaseDriver", "Executor", "IncomingMessage", "Listener", "close_listeners"]
+
+LOG = logging.getLogger(__name__)
 
 
 class IncomingMessage:
@@ -152,6 +155,26 @@ class Listener(abc.ABC):
     def metrics(self) -> dict[str, Any]:
         """The driver's own counters for this listener (none by default)."""
         return {}
+
+
+class _Closable(Protocol):
+    def stop(self) -> None: ...
+
+    def cleanup(self) -> None: ...
+
+
+def close_listeners(listeners: Iterable[_Closable]) -> None:
+    """Stop and clean up each listener; one that fails is logged and the others are closed anyway.
+
+    For a transport's cleanup, which must release every listener its user did
+    not close (our listeners in a driver, oslo's over ours in the integration).
+    """
+    for listener in listeners:
+        try:
+            listener.stop()
+            listener.cleanup()
+        except Exception:  # noqa: BLE001 - close the others anyway
+            LOG.exception("Closing %r failed", listener)
 
 
 class BaseDriver(abc.ABC):

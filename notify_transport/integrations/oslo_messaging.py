@@ -41,7 +41,7 @@ import oslo_messaging
 from oslo_messaging._drivers import base as oslo_base
 
 from notify_transport import exceptions as nt_exceptions
-from notify_transport.drivers.base import BaseDriver, IncomingMessage, Listener
+from notify_transport.drivers.base import BaseDriver, IncomingMessage, Listener, close_listeners
 from notify_transport.drivers.kafka.driver import KafkaDriver
 from notify_transport.drivers.kafka.reporting import RateLimitedLog
 from notify_transport.drivers.ntkafka import split_listener_options
@@ -317,12 +317,7 @@ class OffloadingDriver(oslo_base.BaseDriver):
         """Close listeners oslo did not clean up, then flush (bounded) and close the driver."""
         with self._lock:
             listeners, self._listeners = list(self._listeners), []
-        for poll_listener in listeners:
-            try:
-                poll_listener.stop()
-                poll_listener.cleanup()
-            except Exception:  # noqa: BLE001 - close the others anyway
-                LOG.exception("Closing %r failed", poll_listener)
+        close_listeners(listeners)
         self.offload(self.driver.cleanup)
         if self._log_bridge is not None:
             self._log_bridge.drain()  # what the driver logged while closing, now

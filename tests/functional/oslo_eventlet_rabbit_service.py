@@ -8,12 +8,11 @@ calls, casts, fanout, remote errors, a timeout, a notification listener and a
 batch listener. The ticking green thread of oslo_eventlet_service shows whether
 the hub was blocked. Prints one JSON object per check, then ``{"check": "done"}``.
 """
-from oslo_eventlet_service import HubWatch, emit, wait_until  # noqa: I001 - monkey-patches first
+from oslo_eventlet_service import ServiceBase, run_checks, wait_until  # noqa: I001 - monkey-patches first
 
 import eventlet  # noqa: E402
 
 import contextlib  # noqa: E402
-import logging  # noqa: E402
 import sys  # noqa: E402
 import time  # noqa: E402
 from typing import Any  # noqa: E402
@@ -55,14 +54,12 @@ class Notes:
             self.got.append(args[3])
 
 
-class Service:
+class Service(ServiceBase):
+    """The RPC and notification checks on ``ntrabbit://`` beside ``rabbit://``."""
+
     def __init__(self, amqp_url: str, executor: str, prefix: str) -> None:
+        super().__init__(executor, prefix)
         self.url = amqp_url
-        self.executor = executor
-        self.prefix = prefix
-        self.watch = HubWatch()
-        self.servers: list[Any] = []
-        self.transports: list[Any] = []
 
     def transport(self, scheme: str, kind: str = "rpc") -> Any:
         url = self.url.replace("rabbit://", f"{scheme}://", 1)
@@ -82,7 +79,7 @@ class Service:
         report: dict[str, Any] = {}
         topic = f"{self.prefix}_rpc"
         ours, theirs = Endpoint("ntrabbit"), Endpoint("rabbit")
-        with self.watch.phase(report, "start"):
+        with self.hub.phase(report, "start"):
             for scheme, end in (("ntrabbit", ours), ("rabbit", theirs)):
                 self.start(oslo_messaging.get_rpc_server(
                     self.transport(scheme), oslo_messaging.Target(topic=topic, server=scheme), [end],
@@ -91,7 +88,7 @@ class Service:
                                                timeout=10)
         oslo_client = oslo_messaging.get_rpc_client(self.transport("rabbit"),
                                                     oslo_messaging.Target(topic=topic), timeout=10)
-        with self.watch.phase(report, "calls"):
+        with self.hub.phase(report, "calls"):
             # oslo's server is ready once it answers (its start() returns before it consumes)
             wait_until(lambda: _answers(client.prepare(server="rabbit", timeout=1)))
             report["to_rabbit"] = client.prepare(server="rabbit").call({}, "echo", value=1)
@@ -100,7 +97,7 @@ class Service:
             pool = eventlet.GreenPool()
             report["concurrent"] = sorted(pool.imap(lambda i: client.call({}, "echo", value=i)["value"],
                                                     range(20)))
-        with self.watch.phase(report, "fanout_phase"):
+        with self.hub.phase(report, "fanout_phase"):
             mark = f"fan-{time.monotonic()}"
             probe = [0]
 
@@ -116,7 +113,7 @@ class Service:
             wait_until(lambda: all(m in e.got for e in (ours, theirs) for m in (mark, mark + "-ours")))
             report["fanout"] = {e.name: [v for v in e.got if isinstance(v, str) and v.startswith(mark)]
                                 for e in (ours, theirs)}
-        with self.watch.phase(report, "errors"):
+        with self.hub.phase(report, "errors"):
             try:
                 client.prepare(server="rabbit").call({}, "fail")
             except ServiceError as exc:
@@ -133,34 +130,23 @@ class Service:
         topic = f"{self.prefix}_notes"
         notes, batch = Notes(), Notes()
         listening = self.transport("ntrabbit", "notifications")
-        with self.watch.phase(report, "start"):
+        with self.hub.phase(report, "start"):
             self.start(oslo_messaging.get_notification_listener(
                 listening, [oslo_messaging.Target(topic=topic)], [notes], executor=self.executor))
             self.start(oslo_messaging.get_batch_notification_listener(
                 listening, [oslo_messaging.Target(topic=topic)], [batch], executor=self.executor,
                 pool=f"{topic}_batch", batch_size=4, batch_timeout=1))
-        with self.watch.phase(report, "idle"):
+        with self.hub.phase(report, "idle"):
             eventlet.sleep(2)  # two listeners polling, nothing to read: the ticker must go on
         for scheme in ("ntrabbit", "rabbit"):
             notifier = oslo_messaging.Notifier(self.transport(scheme, "notifications"), publisher_id=scheme,
                                                driver="messagingv2", topics=[topic])
             for i in range(5):
                 notifier.info({}, "compute.instance.update", {"from": scheme, "n": i})
-        with self.watch.phase(report, "arrival"):
+        with self.hub.phase(report, "arrival"):
             wait_until(lambda: len(notes.got) >= 10 and sum(map(len, batch.batches)) >= 10)
         report["received"] = sorted((p["from"], p["n"]) for p in notes.got)
         report["batches"] = batch.batches
-        return report
-
-    def stop_everything(self) -> dict:
-        report: dict[str, Any] = {}
-        with self.watch.phase(report, "stop"):
-            for server in self.servers:
-                server.stop()
-            for server in self.servers:
-                server.wait()
-            for transport in self.transports:
-                transport.cleanup()
         return report
 
 
@@ -172,19 +158,7 @@ def _answers(client: Any) -> bool:
 
 
 def main(argv: list[str]) -> int:
-    amqp_url, executor, prefix = argv
-    logging.basicConfig(level=logging.WARNING, stream=sys.stderr)
-    cfg.CONF([], project="oslo-eventlet-rabbit-check")
-    emit("patched", thread=eventlet.patcher.is_monkey_patched("thread"), executor=executor)
-    service = Service(amqp_url, executor, prefix)
-    for check in ("rpc", "notifications", "stop_everything"):
-        try:
-            emit(check, **getattr(service, check)())
-        except Exception as exc:  # noqa: BLE001 - reported, the test fails on it
-            logging.exception("%s failed", check)
-            emit(check, error=f"{type(exc).__name__}: {exc}")
-    emit("done")
-    return 0
+    return run_checks(argv, "oslo-eventlet-rabbit-check", Service, ("rpc", "notifications", "stop_everything"))
 
 
 if __name__ == "__main__":

@@ -20,7 +20,7 @@ import logging  # noqa: E402
 import sys  # noqa: E402
 import time  # noqa: E402
 import uuid  # noqa: E402
-from typing import Any, Callable, Iterator  # noqa: E402
+from typing import Any, Callable, Iterator, Sequence  # noqa: E402
 
 import oslo_messaging  # noqa: E402
 from oslo_config import cfg  # noqa: E402
@@ -93,16 +93,41 @@ def wait_until(condition: Callable[[], bool], timeout: float = ARRIVAL_TIMEOUT) 
     return True
 
 
-class Service:
-    """Transports and servers of one run; everything is stopped, waited for and cleaned up at the end."""
+class ServiceBase:
+    """Transports and servers of one run; everything is stopped, waited for and cleaned up at the end.
 
-    def __init__(self, bootstrap: str, executor: str, prefix: str) -> None:
-        self.bootstrap = bootstrap
+    The base of this module's Service and oslo_eventlet_rabbit_service's: one hub watch, one
+    list of what to stop, one timed stop (the tests read the same phases from both).
+    """
+
+    def __init__(self, executor: str, prefix: str) -> None:
         self.executor = executor
         self.prefix = prefix
         self.hub = HubWatch()
         self.transports: list[Any] = []
         self.servers: list[Any] = []
+
+    def stop_everything(self) -> dict:
+        """stop(), wait() and cleanup() of every server and transport, each phase timed."""
+        report: dict = {"servers": len(self.servers), "transports": len(self.transports)}
+        with self.hub.phase(report, "stop"):
+            for server in self.servers:
+                server.stop()
+        with self.hub.phase(report, "wait"):
+            for server in self.servers:
+                server.wait()
+        with self.hub.phase(report, "cleanup"):
+            for transport in self.transports:
+                transport.cleanup()
+        return report
+
+
+class Service(ServiceBase):
+    """The notification checks on ``ntkafka://``."""
+
+    def __init__(self, bootstrap: str, executor: str, prefix: str) -> None:
+        super().__init__(executor, prefix)
+        self.bootstrap = bootstrap
 
     def url(self, vhost: str, query: str = "") -> str:
         return f"ntkafka://{self.bootstrap}/{vhost}" + (f"?{query}" if query else "")
@@ -242,20 +267,6 @@ class Service:
                 report["raised"] = f"{type(exc).__name__}: {exc}"
         return report
 
-    def stop_everything(self) -> dict:
-        """stop(), wait() and cleanup() of every server and transport, each phase timed."""
-        report: dict = {"servers": len(self.servers), "transports": len(self.transports)}
-        with self.hub.phase(report, "stop"):
-            for server in self.servers:
-                server.stop()
-        with self.hub.phase(report, "wait"):
-            for server in self.servers:
-                server.wait()
-        with self.hub.phase(report, "cleanup"):
-            for transport in self.transports:
-                transport.cleanup()
-        return report
-
 
 def vhost() -> str:
     return f"v{uuid.uuid4().hex[:8]}"
@@ -265,14 +276,16 @@ def emit(check: str, **data: Any) -> None:
     print(json.dumps({"check": check, **data}, default=repr), flush=True)
 
 
-def main(argv: list[str]) -> int:
-    bootstrap, executor, prefix = argv
+def run_checks(argv: list[str], project: str, service_class: Callable[[str, str, str], Any],
+               checks: Sequence[str]) -> int:
+    """The main of a child service script: ``argv`` is ``TARGET EXECUTOR PREFIX``; each check's
+    report (or its error, so the test fails on it with the child's output) is one JSON line."""
+    target, executor, prefix = argv
     logging.basicConfig(level=logging.WARNING, stream=sys.stderr)
-    cfg.CONF([], project="oslo-eventlet-check")
+    cfg.CONF([], project=project)
     emit("patched", thread=eventlet.patcher.is_monkey_patched("thread"), executor=executor)
-    service = Service(bootstrap, executor, prefix)
-    for check in ("first_notification_and_vhost", "pools", "batch", "logging_handler", "start_failure",
-                  "stop_everything"):
+    service = service_class(target, executor, prefix)
+    for check in checks:
         try:
             emit(check, **getattr(service, check)())
         except Exception as exc:  # noqa: BLE001 - reported, the test fails on it
@@ -280,6 +293,12 @@ def main(argv: list[str]) -> int:
             emit(check, error=f"{type(exc).__name__}: {exc}")
     emit("done")
     return 0
+
+
+def main(argv: list[str]) -> int:
+    return run_checks(argv, "oslo-eventlet-check", Service,
+                      ("first_notification_and_vhost", "pools", "batch", "logging_handler", "start_failure",
+                       "stop_everything"))
 
 
 if __name__ == "__main__":

@@ -235,3 +235,83 @@ def test_median_result_keeps_a_real_round_and_all_values():
     assert run.median_result([{"rate": 5.0}, {"rate": 7.0}], "rate")["rate"] == 5.0
     assert run.median_result([{"error": "x"}], "rate") == {"error": "x"}
     assert run.median_result([], "rate") == {"error": "no result"}
+
+
+# -- the RPC rounds (workers faked: which worker gets what, which keys are recorded) --------
+
+class _FakeServer:
+    """Stands for a server worker; ``fail`` makes it die before it is ready."""
+
+    started: list[tuple[str, dict, str]] = []
+
+    def __init__(self, target, kwargs, name=None):
+        self.kwargs = kwargs
+        self.stopped = self.killed = False
+        _FakeServer.started.append((target, kwargs, name))
+
+    def wait_signal(self, name, timeout):
+        if self.kwargs["impl"] == "raw":
+            raise WorkerError("server died\ntraceback")
+
+    def send(self, command):
+        self.stopped = command == "stop"
+
+    def result(self, timeout):
+        return {}
+
+    def kill(self):
+        self.killed = True
+
+
+def _fake_rpc_run(monkeypatch):
+    _FakeServer.started = []
+    clients = []
+
+    def fake_client(target, kwargs, timeout, name=None):
+        clients.append((target, kwargs, name))
+        if kwargs["impl"] == "oslo" and not kwargs.get("eventlet"):  # all but eventlet rounds
+            return {"error": "client failed"}
+        return {k: {"p50_ms": 1.0, "rate": 10.0, "by": kwargs["impl"]}
+                for k in ("rpc_call_seq", "rpc_call_threads", "rpc_cast")}
+
+    monkeypatch.setattr(run, "Worker", _FakeServer)
+    monkeypatch.setattr(run, "run_worker", fake_client)
+    from bench import brokers
+
+    r = run.Run(run.build_parser().parse_args(["--quick"]))
+    return r, brokers.RabbitVhost("t"), clients
+
+
+def test_rpc_round_records_each_key_per_impl(monkeypatch):
+    r, vhost, clients = _fake_rpc_run(monkeypatch)
+    r.rpc(vhost)
+    assert [(t, kw["server"], n) for t, kw, n in _FakeServer.started] == [
+        ("bench.rabbit_rpc:serve", "bench-server", f"rpc-server/{impl}") for impl in ("ours", "oslo", "raw")]
+    assert [(t, n) for t, _, n in clients] == [("bench.rabbit_rpc:client", f"rpc-client/{impl}")
+                                               for impl in ("ours", "oslo")]
+    assert "eventlet" not in clients[0][1] and clients[0][1]["casts"] == r.sizes.rpc_casts
+    assert set(r.results) == {"rpc_call_seq", "rpc_call_threads", "rpc_cast"}
+    for key in r.results:
+        assert r.results[key]["ours"]["by"] == "ours"
+        assert r.results[key]["oslo"] == {"error": "client failed"}
+        assert r.results[key]["raw"] == {"error": "server died"}
+    topic = f"{r.prefix}-rpc-ours"
+    assert {topic, f"{topic}.raw", f"{topic}.bench-server"} <= vhost._queues
+
+
+def test_ntrabbit_round_records_prefixed_keys_in_ours_and_oslo_columns(monkeypatch):
+    r, vhost, clients = _fake_rpc_run(monkeypatch)
+    r.ntrabbit(vhost)
+    assert [(n, kw["eventlet"]) for _, kw, n in _FakeServer.started] == [
+        ("ntrabbit-server/threads/ntrabbit", False), ("ntrabbit-server/threads/oslo", False),
+        ("ntrabbit-server/eventlet/ntrabbit", True), ("ntrabbit-server/eventlet/oslo", True)]
+    assert {t for t, _, _ in clients} == {"bench.ntrabbit_rpc:client"}
+    assert [n for _, _, n in clients][-1] == "ntrabbit-client/eventlet/oslo"
+    assert set(r.results) == {p + k for p in ("ntrabbit_", "ntrabbit_ev_")
+                              for k in ("call_seq", "call_threads", "cast")}
+    assert r.results["ntrabbit_cast"] == {"ours": {"p50_ms": 1.0, "rate": 10.0, "by": "ntrabbit"},
+                                          "oslo": {"error": "client failed"}}
+    assert r.results["ntrabbit_ev_call_seq"]["oslo"]["by"] == "oslo"
+    assert {r.label for r in report.evaluate(r.results)} >= {"oslo API, ntrabbit:// vs rabbit://: call p50",
+                                                             "  eventlet-patched: call p50"}
+    assert f"{r.prefix}-ntr-eventlet-oslo.bench-server" in vhost._queues

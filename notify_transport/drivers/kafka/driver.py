@@ -12,7 +12,7 @@ import threading
 from typing import Any, Iterable
 
 from notify_transport.drivers import envelope, exit_flush
-from notify_transport.drivers.base import BaseDriver, Listener
+from notify_transport.drivers.base import BaseDriver, Listener, close_listeners
 from notify_transport.drivers.config import resolve_options
 from notify_transport.drivers.kafka import client_check, client_properties
 from notify_transport.drivers.kafka.cluster import ClusterAdmin
@@ -193,10 +193,5 @@ class KafkaDriver(BaseDriver):
         self._producer.close()
         with self._listeners_lock:
             listeners, self._listeners = self._listeners, []
-        for listener in listeners:
-            try:
-                listener.stop()
-                listener.cleanup()
-            except Exception:  # noqa: BLE001 - close the others anyway
-                LOG.exception("Closing %r failed", listener)
+        close_listeners(listeners)
         self._admin.close()
