@@ -4,6 +4,13 @@ The broker is the machine's own service: started with ``rabbitmq-server
 -detached`` when it is not running, never stopped by the fixtures (a test that
 stops it starts it again). Each test gets unique names and an admin handle
 that deletes whatever queues and exchanges the test declared.
+
+The broker is shared with every other test session on the machine: names
+carry this session's :data:`SESSION_PREFIX`, and the sweep at the end deletes
+only this session's queues. (Sweeping every ``nt_test_`` queue deleted the
+queues of tests running in other sessions; their casts came back unroutable,
+and test_ntrabbit_reconnect counted them as lost.) A test that must not share
+anything takes :func:`own_vhost`.
 """
 from __future__ import annotations
 
@@ -19,12 +26,15 @@ from typing import Callable, Iterator
 import pika
 import pytest
 from oslo_config import cfg
+from rabbit_ctl import rabbitmqctl
 from waits import wait_until
 
 RABBIT_HOST = os.environ.get("NOTIFY_TRANSPORT_RABBIT_HOST", "127.0.0.1")
 RABBIT_PORT = int(os.environ.get("NOTIFY_TRANSPORT_RABBIT_PORT", "5672"))
 #: Quick reconnects so that restart tests stay short.
 FAST_RETRY = "rabbit_retry_interval=1&rabbit_retry_backoff=0&rabbit_interval_max=1"
+#: Start of every queue, exchange and vhost name this test session makes (see the module docstring).
+SESSION_PREFIX = f"nt_test_{uuid.uuid4().hex[:6]}"
 
 
 def rabbit_url(vhost: str = "", query: str = "", user: str = "guest", password: str = "guest") -> str:
@@ -53,11 +63,6 @@ def wait_rabbit_ready(timeout: float = 90.0) -> None:
     if wait_until(lambda: _port_open() and _amqp_ready(), timeout, interval=0.3):
         return
     raise RuntimeError(f"RabbitMQ at {RABBIT_HOST}:{RABBIT_PORT} did not become ready in {timeout}s")
-
-
-def rabbitmqctl(*args: str, check: bool = True) -> subprocess.CompletedProcess:
-    return subprocess.run(["rabbitmqctl", *args], check=check, capture_output=True, text=True,
-                          timeout=120)
 
 
 def ensure_rabbit_running() -> None:
@@ -160,8 +165,11 @@ class RabbitAdmin:
             self._conn = None
 
 
-def sweep_test_queues(prefix: str = "nt_test_") -> None:
-    """Delete queues left by tests (e.g. ``<topic>.<server>``, named by whoever listened)."""
+def sweep_test_queues(prefix: str = SESSION_PREFIX) -> None:
+    """Delete queues this session's tests left (e.g. ``<topic>.<server>``, named by whoever listened).
+
+    Only this session's: other sessions' tests may be running on the same broker.
+    """
     listing = rabbitmqctl("list_queues", "-q", "--no-table-headers", "name", check=False)
     names = [line.strip() for line in listing.stdout.splitlines() if line.strip().startswith(prefix)]
     if not names:
@@ -195,7 +203,7 @@ def unique(rabbit_admin: RabbitAdmin) -> Callable[[str], str]:
     made: list[str] = []
 
     def make(prefix: str = "nt") -> str:
-        name = f"nt_test_{prefix}_{uuid.uuid4().hex[:8]}"
+        name = f"{SESSION_PREFIX}_{prefix}_{uuid.uuid4().hex[:8]}"
         made.append(name)
         return name
 
@@ -205,6 +213,24 @@ def unique(rabbit_admin: RabbitAdmin) -> Callable[[str], str]:
         rabbit_admin.exchanges.add(f"{name}_fanout")
         for prio in ("audit", "debug", "info", "warn", "error", "critical", "sample"):
             rabbit_admin.queues.add(f"{name}.{prio}")
+
+
+@pytest.fixture
+def own_vhost(rabbit: str) -> Iterator[str]:
+    """A virtual host of the test's own (guest may use it), deleted with all it holds afterwards.
+
+    Nothing another test session does on the shared broker (deleting queues,
+    exchanges) reaches it.
+    """
+    if not shutil.which("rabbitmqctl"):
+        pytest.skip("rabbitmqctl is needed to make a virtual host")
+    name = f"{SESSION_PREFIX}_vh_{uuid.uuid4().hex[:8]}"
+    rabbitmqctl("add_vhost", name)
+    try:
+        rabbitmqctl("set_permissions", "-p", name, "guest", ".*", ".*", ".*")
+        yield name
+    finally:
+        rabbitmqctl("delete_vhost", name, check=False)
 
 
 @pytest.fixture

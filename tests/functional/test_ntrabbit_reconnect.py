@@ -2,18 +2,22 @@
 
 The broker closes every connection of this process (``rabbitmqctl
 close_connection``, only ours: the broker is shared) while a client casts
-without pause and a call is in flight. Every cast that returned (the broker
-confirmed it) reaches the server, the call in flight ends with a timeout (or
-its answer) instead of hanging, and calls, casts and fanout work again
+without pause and two calls are in flight (their endpoint holds them until the
+test lets it answer). Every cast that returned (the broker confirmed it)
+reaches the server; the call the endpoint answers after the cut gets its
+answer (reply queue and replier reconnected), the one it does not answer ends
+with a timeout instead of hanging; and calls, casts and fanout work again
 afterwards without anyone reconnecting by hand.
+
+The test runs in a virtual host of its own: a queue deleted under it by
+another test session's cleanup made the broker return casts as unroutable
+(they "were lost"), which is not what this test is about.
 """
 from __future__ import annotations
 
 import os
-import re
 import shutil
 import threading
-import time
 from typing import Any
 
 import pytest
@@ -21,7 +25,8 @@ from oslo_config import cfg
 
 oslo_messaging = pytest.importorskip("oslo_messaging")
 
-from rabbit_fixtures import FAST_RETRY, rabbit_url, rabbitmqctl  # noqa: E402
+from rabbit_ctl import connections_of, cut_connections  # noqa: E402
+from rabbit_fixtures import FAST_RETRY, rabbit_url  # noqa: E402
 from waits import wait_until  # noqa: E402
 
 pytestmark = pytest.mark.functional
@@ -29,6 +34,10 @@ pytestmark = pytest.mark.functional
 #: Connection cuts per run: a request lost at a cut is one that was on its way then,
 #: so each cut is another chance to catch a loss.
 CUTS = 4
+#: The calls in flight at the first cut: one answered after it, one left to time out.
+HELD = ("answered", "unanswered")
+#: Timeout of the unanswered call: longer than the cut takes, so the cut comes while it waits.
+CALL_TIMEOUT = 8
 
 if not shutil.which("rabbitmqctl"):
     pytest.skip("rabbitmqctl is needed to cut connections", allow_module_level=True)
@@ -38,15 +47,19 @@ class Endpoint:
     def __init__(self) -> None:
         self.seen: list[Any] = []
         self._lock = threading.Lock()
+        self.held = {key: threading.Event() for key in HELD}
+        self.released = {key: threading.Event() for key in HELD}
 
     def echo(self, ctxt: dict, value: Any) -> Any:
         with self._lock:
             self.seen.append(value)
         return value
 
-    def sleep(self, ctxt: dict, seconds: float) -> float:
-        time.sleep(seconds)
-        return seconds
+    def hold(self, ctxt: dict, key: str) -> str:
+        """Answer only once the test releases ``key`` (so a reply cannot come before that)."""
+        self.held[key].set()
+        self.released[key].wait(120)
+        return key
 
     def values(self) -> list[Any]:
         with self._lock:
@@ -54,22 +67,12 @@ class Endpoint:
 
 
 def connections_of_this_process() -> list[str]:
-    """Broker-side ids of the connections this process opened (their names carry our pid)."""
-    listing = rabbitmqctl("list_connections", "-q", "--no-table-headers", "pid", "client_properties").stdout
-    marker = re.compile(rf'"connection_name","[^"]*:{os.getpid()}:')
-    return [line.split("\t", 1)[0] for line in listing.splitlines() if marker.search(line)]
+    return connections_of(os.getpid())
 
 
-def cut_connections() -> int:
-    ids = connections_of_this_process()
-    for conn_id in ids:
-        rabbitmqctl("close_connection", conn_id, "test: connection cut", check=False)
-    return len(ids)
-
-
-def test_confirmed_casts_survive_a_cut_connection_and_calls_time_out(rabbit, unique):
+def test_confirmed_casts_survive_a_cut_connection_and_calls_time_out(own_vhost, unique):
     cfg.CONF([])
-    url = rabbit_url(query=FAST_RETRY).replace("rabbit://", "ntrabbit://", 1)
+    url = rabbit_url(own_vhost, FAST_RETRY).replace("rabbit://", "ntrabbit://", 1)
     topic = unique("ntrcut")
     server_transport = oslo_messaging.get_rpc_transport(cfg.CONF, url)
     client_transport = oslo_messaging.get_rpc_transport(cfg.CONF, url)
@@ -94,30 +97,36 @@ def test_confirmed_casts_survive_a_cut_connection_and_calls_time_out(rabbit, uni
 
     outcome: dict[str, Any] = {}
 
-    def call_in_flight() -> None:
+    def call_in_flight(key: str, timeout: float) -> None:
         try:
-            outcome["result"] = client.prepare(timeout=2).call({}, "sleep", seconds=4)
+            outcome[key] = client.prepare(timeout=timeout).call({}, "hold", key=key)
         except oslo_messaging.MessagingTimeout:
-            outcome["result"] = "timeout"
+            outcome[key] = "timeout"
 
     caster = threading.Thread(target=cast_forever)
-    caller = threading.Thread(target=call_in_flight)
+    answered = threading.Thread(target=call_in_flight, args=("answered", 60))
+    unanswered = threading.Thread(target=call_in_flight, args=("unanswered", CALL_TIMEOUT))
     try:
         assert client.call({}, "echo", value="before") == "before"
+        assert wait_until(lambda: len(connections_of_this_process()) >= 4)  # both transports connected
         caster.start()
         assert wait_until(lambda: len(confirmed) >= 50)
-        caller.start()
-        assert wait_until(lambda: len(connections_of_this_process()) >= 4)  # both transports connected
-        assert cut_connections() >= 4
-        caller.join(30)  # a hang, not a slow answer, fails here
-        assert not caller.is_alive()
-        assert outcome["result"] == "timeout"  # the answer would have come after 4 s
+        answered.start()
+        unanswered.start()
+        assert wait_until(lambda: all(e.is_set() for e in endpoint.held.values()))  # both in flight
+        assert cut_connections(os.getpid()) >= 4
+        unanswered.join(CALL_TIMEOUT + 30)  # a hang, not a slow answer, fails here
+        assert not unanswered.is_alive()
+        assert outcome["unanswered"] == "timeout"  # no answer can have come: it is still held
+        endpoint.released["answered"].set()  # answered after the reconnect: the answer arrives
+        answered.join(60)
+        assert outcome.get("answered") == "answered", outcome
         cut_at = len(confirmed)
         assert wait_until(lambda: len(confirmed) >= cut_at + 50, timeout=60), failed[-3:]
         # more cuts while casts flow (what is on its way at a cut is the loss this looks for)
         for _ in range(CUTS - 1):
             assert wait_until(lambda: len(connections_of_this_process()) >= 4, timeout=60)
-            assert cut_connections() >= 4
+            assert cut_connections(os.getpid()) >= 4
             cut_at = len(confirmed)
             assert wait_until(lambda: len(confirmed) >= cut_at + 50, timeout=60), failed[-3:]
         stop.set()
@@ -134,8 +143,11 @@ def test_confirmed_casts_survive_a_cut_connection_and_calls_time_out(rabbit, uni
         assert wait_until(lambda: "fanout-after" in endpoint.values())
     finally:
         stop.set()
-        if caster.is_alive():
-            caster.join(30)
+        for event in endpoint.released.values():
+            event.set()
+        for thread in (caster, answered, unanswered):
+            if thread.is_alive():
+                thread.join(60)
         server.stop()
         server.wait()
         server_transport.cleanup()
