@@ -18,6 +18,7 @@ import contextlib
 import os
 import shutil
 import socket
+import ssl
 import subprocess
 import threading
 import uuid
@@ -279,6 +280,91 @@ def servers(transports: Callable[..., object]) -> Iterator[Callable[..., object]
         with contextlib.suppress(Exception):
             server.stop()
             server.wait(timeout=10)
+
+
+# -- TLS: the machine's RabbitMQ listens in plain TCP; tests put a TLS proxy in front of it ------
+class TlsProxy:
+    """Accepts TLS on 127.0.0.1 and relays the plain bytes to RabbitMQ, one thread per direction."""
+
+    def __init__(self, cert: str, key: str) -> None:
+        self._context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        self._context.load_cert_chain(cert, key)
+        self._listener = socket.create_server(("127.0.0.1", 0))
+        self._listener.settimeout(0.2)
+        self.port = self._listener.getsockname()[1]
+        self._stop = threading.Event()
+        self._sockets: list[socket.socket] = []
+        self.connections = 0
+        self._thread = threading.Thread(target=self._accept, daemon=True)
+        self._thread.start()
+
+    def _accept(self) -> None:
+        while not self._stop.is_set():
+            try:
+                client, _addr = self._listener.accept()
+            except (socket.timeout, OSError):
+                continue
+            client.settimeout(10)
+            try:
+                secure = self._context.wrap_socket(client, server_side=True)
+                upstream = socket.create_connection((RABBIT_HOST, RABBIT_PORT), 10)
+            except (OSError, ssl.SSLError):
+                client.close()
+                continue
+            secure.settimeout(None)
+            upstream.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            self.connections += 1
+            self._sockets += [secure, upstream]
+            for source, sink in ((secure, upstream), (upstream, secure)):
+                threading.Thread(target=self._relay, args=(source, sink), daemon=True).start()
+
+    @staticmethod
+    def _relay(source: socket.socket, sink: socket.socket) -> None:
+        try:
+            while True:
+                data = source.recv(65536)
+                if not data:
+                    break
+                sink.sendall(data)
+        except (OSError, ssl.SSLError):
+            pass
+        for sock in (source, sink):
+            try:
+                sock.shutdown(socket.SHUT_RDWR)
+            except (OSError, ssl.SSLError):
+                pass
+
+    def close(self) -> None:
+        self._stop.set()
+        self._thread.join(5)
+        self._listener.close()
+        for sock in self._sockets:
+            try:
+                sock.close()
+            except OSError:
+                pass
+
+
+@pytest.fixture(scope="module")
+def tls_proxy(tmp_path_factory: pytest.TempPathFactory, rabbit: str) -> Iterator[tuple[TlsProxy, str]]:
+    """``(proxy, ca_file)``: a TLS listener on 127.0.0.1 relaying to RabbitMQ, and its certificate
+    (made for IP 127.0.0.1 with ``openssl``), the CA file a client verifies the proxy with."""
+    if not shutil.which("openssl"):
+        pytest.skip("openssl is needed to make the test certificate")
+    where = tmp_path_factory.mktemp("tls")
+    cert, key = str(where / "cert.pem"), str(where / "key.pem")
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1",
+                    "-subj", "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1",
+                    "-keyout", key, "-out", cert], check=True, capture_output=True, timeout=60)
+    proxy = TlsProxy(cert, key)
+    yield proxy, cert
+    proxy.close()
+
+
+def tls_url(proxy: TlsProxy, ca_file: str) -> str:
+    """A ``rabbit://`` URL to the proxy with TLS and verification on, in the URL's query."""
+    return (f"rabbit://guest:guest@127.0.0.1:{proxy.port}/?ssl=true&ssl_ca_file={ca_file}"
+            f"&ssl_enforce_hostname_verification=true")
 
 
 def wait_for(predicate: Callable[[], bool], timeout: float = 10.0, interval: float = 0.01) -> bool:
