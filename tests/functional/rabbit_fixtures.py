@@ -104,6 +104,12 @@ class RabbitAdmin:
             channel.close()
             return True
 
+    def declare_queue(self, name: str) -> None:
+        with self._lock:
+            channel = self._channel()
+            channel.queue_declare(name)
+            channel.close()
+
     def queue_info(self, name: str) -> tuple[int, int]:
         """(messages, consumers) of an existing queue."""
         with self._lock:
