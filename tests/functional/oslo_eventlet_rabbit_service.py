@@ -20,12 +20,12 @@ import contextlib  # noqa: E402
 import logging  # noqa: E402
 import os  # noqa: E402
 import sys  # noqa: E402
-import threading  # noqa: E402
 import time  # noqa: E402
 from typing import Any  # noqa: E402
 
 import oslo_messaging  # noqa: E402
 from oslo_config import cfg  # noqa: E402
+from cut_traffic import Casts, Holds, call_held  # noqa: E402
 from rabbit_ctl import cut_connections  # noqa: E402
 
 #: Timeout of the call left unanswered across the cut: longer than the cut takes.
@@ -36,12 +36,11 @@ class ServiceError(Exception):
     """Raised by the endpoint; callers allowing this module get it back as ServiceError_Remote."""
 
 
-class Endpoint:
+class Endpoint(Holds):
     def __init__(self, name: str) -> None:
+        super().__init__()
         self.name = name
         self.got: list[Any] = []
-        self.held: dict[str, threading.Event] = {}
-        self.released: dict[str, threading.Event] = {}
 
     def echo(self, ctxt: dict, value: Any) -> dict:
         self.got.append(value)
@@ -53,12 +52,6 @@ class Endpoint:
     def slow(self, ctxt: dict, seconds: float) -> str:
         eventlet.sleep(seconds)  # green: the server keeps serving others meanwhile
         return "late"
-
-    def hold(self, ctxt: dict, key: str) -> str:
-        """Answer only once ``key`` is released (threading is green here: so are these events)."""
-        self.held.setdefault(key, threading.Event()).set()
-        self.released.setdefault(key, threading.Event()).wait(120)
-        return key
 
 
 class Notes:
@@ -185,49 +178,31 @@ class Service:
         client = oslo_messaging.get_rpc_client(self.transport("ntrabbit"), oslo_messaging.Target(topic=topic),
                                                timeout=10)
         client.call({}, "echo", value="before")
-        confirmed: list[int] = []
-        stop = threading.Event()
-
-        def cast_forever() -> None:
-            n = 0
-            while not stop.is_set():
-                n += 1
-                with contextlib.suppress(oslo_messaging.MessagingException):  # not confirmed: may be lost
-                    client.cast({}, "echo", value=n)
-                    confirmed.append(n)
-
+        casts = Casts(client)  # threading is green here: so are its events, and Holds'
         outcome: dict[str, Any] = {}
-
-        def call(key: str, timeout: float) -> None:
-            try:
-                outcome[key] = client.prepare(timeout=timeout).call({}, "hold", key=key)
-            except oslo_messaging.MessagingTimeout:
-                outcome[key] = "timeout"
-
-        caster = eventlet.spawn(cast_forever)
-        answered = eventlet.spawn(call, "answered", 60)
-        unanswered = eventlet.spawn(call, "unanswered", CUT_CALL_TIMEOUT)
-        wait_until(lambda: len(end.held) == 2 and len(confirmed) >= 20)
+        caster = eventlet.spawn(casts.run)
+        answered = eventlet.spawn(call_held, client, "answered", 60, outcome)
+        unanswered = eventlet.spawn(call_held, client, "unanswered", CUT_CALL_TIMEOUT, outcome)
+        wait_until(lambda: len(end.held) == 2 and len(casts.confirmed) >= 20)
         with self.watch.phase(report, "cut"):
             report["connections_cut"] = cut_connections(os.getpid())
             unanswered.wait()
         report["unanswered"] = outcome.get("unanswered")
-        report["unanswered_still_held"] = not end.released.get("unanswered", threading.Event()).is_set()
+        report["unanswered_still_held"] = not end.released["unanswered"].is_set()
         with self.watch.phase(report, "after_cut"):
-            end.released.setdefault("answered", threading.Event()).set()
+            end.released["answered"].set()
             answered.wait()
             report["answered"] = outcome.get("answered")
-            cut_at = len(confirmed)
-            wait_until(lambda: len(confirmed) >= cut_at + 20)  # casts flow again
-            stop.set()
+            cut_at = len(casts.confirmed)
+            wait_until(lambda: len(casts.confirmed) >= cut_at + 20)  # casts flow again
+            casts.stop()
             caster.wait()
-            wait_until(lambda: set(confirmed) <= set(end.got))
-            report["confirmed"] = len(confirmed)
-            report["lost"] = sorted(set(confirmed) - set(end.got))[:10]
-            numbers = [v for v in end.got if isinstance(v, int)]
-            report["duplicates"] = len(numbers) - len(set(numbers))
+            wait_until(lambda: not casts.lost(end.got))
+            report["confirmed"] = len(casts.confirmed)
+            report["lost"] = casts.lost(end.got)
+            report["duplicates"] = casts.duplicates(end.got)
             report["after"] = client.call({}, "echo", value="after")["value"]
-        end.released.setdefault("unanswered", threading.Event()).set()
+        end.release_all()
         return report
 
     def stop_everything(self) -> dict:

@@ -25,6 +25,7 @@ from oslo_config import cfg
 
 oslo_messaging = pytest.importorskip("oslo_messaging")
 
+from cut_traffic import Casts, Holds, call_held  # noqa: E402
 from rabbit_ctl import connections_of, cut_connections  # noqa: E402
 from rabbit_fixtures import FAST_RETRY, rabbit_url  # noqa: E402
 from waits import wait_until  # noqa: E402
@@ -43,23 +44,16 @@ if not shutil.which("rabbitmqctl"):
     pytest.skip("rabbitmqctl is needed to cut connections", allow_module_level=True)
 
 
-class Endpoint:
+class Endpoint(Holds):
     def __init__(self) -> None:
+        super().__init__()
         self.seen: list[Any] = []
         self._lock = threading.Lock()
-        self.held = {key: threading.Event() for key in HELD}
-        self.released = {key: threading.Event() for key in HELD}
 
     def echo(self, ctxt: dict, value: Any) -> Any:
         with self._lock:
             self.seen.append(value)
         return value
-
-    def hold(self, ctxt: dict, key: str) -> str:
-        """Answer only once the test releases ``key`` (so a reply cannot come before that)."""
-        self.held[key].set()
-        self.released[key].wait(120)
-        return key
 
     def values(self) -> list[Any]:
         with self._lock:
@@ -81,31 +75,12 @@ def test_confirmed_casts_survive_a_cut_connection_and_calls_time_out(own_vhost, 
                                            [endpoint])
     server.start()
     client = oslo_messaging.get_rpc_client(client_transport, oslo_messaging.Target(topic=topic), timeout=5)
-    confirmed: list[int] = []
-    failed: list[str] = []
-    stop = threading.Event()
-
-    def cast_forever() -> None:
-        n = 0
-        while not stop.is_set():
-            n += 1
-            try:
-                client.cast({}, "echo", value=n)
-                confirmed.append(n)
-            except oslo_messaging.MessagingException as exc:  # not confirmed: may be lost
-                failed.append(f"{n}: {exc}")
-
+    casts = Casts(client)
+    confirmed, failed = casts.confirmed, casts.failed
     outcome: dict[str, Any] = {}
-
-    def call_in_flight(key: str, timeout: float) -> None:
-        try:
-            outcome[key] = client.prepare(timeout=timeout).call({}, "hold", key=key)
-        except oslo_messaging.MessagingTimeout:
-            outcome[key] = "timeout"
-
-    caster = threading.Thread(target=cast_forever)
-    answered = threading.Thread(target=call_in_flight, args=("answered", 60))
-    unanswered = threading.Thread(target=call_in_flight, args=("unanswered", CALL_TIMEOUT))
+    caster = threading.Thread(target=casts.run)
+    answered = threading.Thread(target=call_held, args=(client, "answered", 60, outcome))
+    unanswered = threading.Thread(target=call_held, args=(client, "unanswered", CALL_TIMEOUT, outcome))
     try:
         assert client.call({}, "echo", value="before") == "before"
         assert wait_until(lambda: len(connections_of_this_process()) >= 4)  # both transports connected
@@ -113,11 +88,12 @@ def test_confirmed_casts_survive_a_cut_connection_and_calls_time_out(own_vhost, 
         assert wait_until(lambda: len(confirmed) >= 50)
         answered.start()
         unanswered.start()
-        assert wait_until(lambda: all(e.is_set() for e in endpoint.held.values()))  # both in flight
+        assert wait_until(lambda: set(endpoint.held) == set(HELD))  # both in flight
         assert cut_connections(os.getpid()) >= 4
         unanswered.join(CALL_TIMEOUT + 30)  # a hang, not a slow answer, fails here
         assert not unanswered.is_alive()
         assert outcome["unanswered"] == "timeout"  # no answer can have come: it is still held
+        assert not endpoint.released["unanswered"].is_set()
         endpoint.released["answered"].set()  # answered after the reconnect: the answer arrives
         answered.join(60)
         assert outcome.get("answered") == "answered", outcome
@@ -129,22 +105,19 @@ def test_confirmed_casts_survive_a_cut_connection_and_calls_time_out(own_vhost, 
             assert cut_connections(os.getpid()) >= 4
             cut_at = len(confirmed)
             assert wait_until(lambda: len(confirmed) >= cut_at + 50, timeout=60), failed[-3:]
-        stop.set()
+        casts.stop()
         caster.join(30)
         assert not caster.is_alive()
         # every cast the broker confirmed reached the server (at most once each)
-        assert wait_until(lambda: set(confirmed) <= set(endpoint.values()), timeout=30), \
-            sorted(set(confirmed) - set(endpoint.values()))[:10]
-        numbers = [v for v in endpoint.values() if isinstance(v, int)]
-        assert len(numbers) == len(set(numbers))
+        assert wait_until(lambda: not casts.lost(endpoint.values()), timeout=30), casts.lost(endpoint.values())
+        assert casts.duplicates(endpoint.values()) == 0
         # and the rest works again: a call, a fanout
         assert client.call({}, "echo", value="after") == "after"
         client.prepare(fanout=True).cast({}, "echo", value="fanout-after")
         assert wait_until(lambda: "fanout-after" in endpoint.values())
     finally:
-        stop.set()
-        for event in endpoint.released.values():
-            event.set()
+        casts.stop()
+        endpoint.release_all()
         for thread in (caster, answered, unanswered):
             if thread.is_alive():
                 thread.join(60)
