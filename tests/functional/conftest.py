@@ -9,5 +9,6 @@ sections below stay independent.
 from kafka_fixtures import *  # noqa: F401,F403
 
 # -- RabbitMQ (the machine's service on 127.0.0.1:5672) --------------------------
-# rabbit, rabbit_admin, unique, fresh_conf, transports, servers; helper wait_for()
+# rabbit, rabbit_admin, unique, own_vhost, fresh_conf, transports, servers, tls_proxy;
+# helpers wait_for(), tls_url(), TlsProxy
 from rabbit_fixtures import *  # noqa: F401,F403

@@ -1,32 +1,43 @@
 """An eventlet-monkey-patched oslo.messaging service on ``ntrabbit://``; run as a child process.
 
-``python oslo_eventlet_rabbit_service.py AMQP_URL EXECUTOR PREFIX`` monkey-patches
-first thing (importing oslo_eventlet_service does), then drives notify-transport
-only through oslo.messaging's public API: an RPC server on ``ntrabbit://`` and
-one on oslo's own ``rabbit://`` behind one topic, clients on both schemes,
-calls, casts, fanout, remote errors, a timeout, a notification listener and a
-batch listener. The ticking green thread of oslo_eventlet_service shows whether
-the hub was blocked. Prints one JSON object per check, then ``{"check": "done"}``.
+``python oslo_eventlet_rabbit_service.py AMQP_URL EXECUTOR PREFIX [CONFIG_FILE]``
+monkey-patches first thing (importing oslo_eventlet_service does), reads
+CONFIG_FILE as a service reads its own (``--config-file``: e.g.
+``[oslo_messaging_rabbit] ssl``), then drives notify-transport only through
+oslo.messaging's public API: an RPC server on ``ntrabbit://`` and one on oslo's
+own ``rabbit://`` behind one topic, clients on both schemes, calls, casts,
+fanout, remote errors, a timeout, a notification listener and a batch
+listener; then the broker cuts the process's ``ntrabbit`` connections while
+casts flow and two calls are in flight. The ticking green thread of
+oslo_eventlet_service shows whether the hub was blocked. Prints one JSON
+object per check, then ``{"check": "done"}``.
 """
 from oslo_eventlet_service import ServiceBase, run_checks, wait_until  # noqa: I001 - monkey-patches first
 
 import eventlet  # noqa: E402
 
 import contextlib  # noqa: E402
+import os  # noqa: E402
 import sys  # noqa: E402
 import time  # noqa: E402
 from typing import Any  # noqa: E402
 
 import oslo_messaging  # noqa: E402
 from oslo_config import cfg  # noqa: E402
+from cut_traffic import Casts, Holds, call_held  # noqa: E402
+from rabbit_ctl import cut_connections  # noqa: E402
+
+#: Timeout of the call left unanswered across the cut: longer than the cut takes.
+CUT_CALL_TIMEOUT = 8
 
 
 class ServiceError(Exception):
     """Raised by the endpoint; callers allowing this module get it back as ServiceError_Remote."""
 
 
-class Endpoint:
+class Endpoint(Holds):
     def __init__(self, name: str) -> None:
+        super().__init__()
         self.name = name
         self.got: list[Any] = []
 
@@ -79,10 +90,13 @@ class Service(ServiceBase):
         report: dict[str, Any] = {}
         topic = f"{self.prefix}_rpc"
         ours, theirs = Endpoint("ntrabbit"), Endpoint("rabbit")
+        # The first transport of a scheme imports its driver (seconds on a loaded machine, and an
+        # import holds the hub whoever makes it): made before the phase that watches start().
+        transports = {scheme: self.transport(scheme) for scheme in ("ntrabbit", "rabbit")}
         with self.hub.phase(report, "start"):
             for scheme, end in (("ntrabbit", ours), ("rabbit", theirs)):
                 self.start(oslo_messaging.get_rpc_server(
-                    self.transport(scheme), oslo_messaging.Target(topic=topic, server=scheme), [end],
+                    transports[scheme], oslo_messaging.Target(topic=topic, server=scheme), [end],
                     executor=self.executor))
         client = oslo_messaging.get_rpc_client(self.transport("ntrabbit"), oslo_messaging.Target(topic=topic),
                                                timeout=10)
@@ -149,6 +163,45 @@ class Service(ServiceBase):
         report["batches"] = batch.batches
         return report
 
+    def cut(self) -> dict:
+        """The broker cuts every ``ntrabbit`` connection of this process (rabbitmqctl) while a
+        green thread casts and two calls wait: one answered after the cut, one never."""
+        report: dict[str, Any] = {}
+        topic = f"{self.prefix}_cut"
+        end = Endpoint("ntrabbit")
+        self.start(oslo_messaging.get_rpc_server(
+            self.transport("ntrabbit"), oslo_messaging.Target(topic=topic, server="ntrabbit"), [end],
+            executor=self.executor))
+        client = oslo_messaging.get_rpc_client(self.transport("ntrabbit"), oslo_messaging.Target(topic=topic),
+                                               timeout=10)
+        client.call({}, "echo", value="before")
+        casts = Casts(client)  # threading is green here: so are its events, and Holds'
+        outcome: dict[str, Any] = {}
+        caster = eventlet.spawn(casts.run)
+        answered = eventlet.spawn(call_held, client, "answered", 60, outcome)
+        unanswered = eventlet.spawn(call_held, client, "unanswered", CUT_CALL_TIMEOUT, outcome)
+        wait_until(lambda: len(end.held) == 2 and len(casts.confirmed) >= 20)
+        with self.hub.phase(report, "cut"):
+            report["connections_cut"] = cut_connections(os.getpid())
+            unanswered.wait()
+        report["unanswered"] = outcome.get("unanswered")
+        report["unanswered_still_held"] = not end.released["unanswered"].is_set()
+        with self.hub.phase(report, "after_cut"):
+            end.released["answered"].set()
+            answered.wait()
+            report["answered"] = outcome.get("answered")
+            cut_at = len(casts.confirmed)
+            wait_until(lambda: len(casts.confirmed) >= cut_at + 20)  # casts flow again
+            casts.stop()
+            caster.wait()
+            wait_until(lambda: not casts.lost(end.got))
+            report["confirmed"] = len(casts.confirmed)
+            report["lost"] = casts.lost(end.got)
+            report["duplicates"] = casts.duplicates(end.got)
+            report["after"] = client.call({}, "echo", value="after")["value"]
+        end.release_all()
+        return report
+
 
 def _answers(client: Any) -> bool:
     with contextlib.suppress(oslo_messaging.MessagingTimeout):
@@ -158,7 +211,8 @@ def _answers(client: Any) -> bool:
 
 
 def main(argv: list[str]) -> int:
-    return run_checks(argv, "oslo-eventlet-rabbit-check", Service, ("rpc", "notifications", "stop_everything"))
+    return run_checks(argv, "oslo-eventlet-rabbit-check", Service,
+                      ("rpc", "notifications", "cut", "stop_everything"))
 
 
 if __name__ == "__main__":

@@ -278,11 +278,12 @@ def emit(check: str, **data: Any) -> None:
 
 def run_checks(argv: list[str], project: str, service_class: Callable[[str, str, str], Any],
                checks: Sequence[str]) -> int:
-    """The main of a child service script: ``argv`` is ``TARGET EXECUTOR PREFIX``; each check's
-    report (or its error, so the test fails on it with the child's output) is one JSON line."""
-    target, executor, prefix = argv
+    """The main of a child service script: ``argv`` is ``TARGET EXECUTOR PREFIX [CONFIG_FILE...]``
+    (the files read as a service reads its ``--config-file``); each check's report (or its error,
+    so the test fails on it with the child's output) is one JSON line."""
+    target, executor, prefix, *config_files = argv
     logging.basicConfig(level=logging.WARNING, stream=sys.stderr)
-    cfg.CONF([], project=project)
+    cfg.CONF([arg for path in config_files for arg in ("--config-file", path)], project=project)
     emit("patched", thread=eventlet.patcher.is_monkey_patched("thread"), executor=executor)
     service = service_class(target, executor, prefix)
     for check in checks:

@@ -4,6 +4,13 @@ The broker is the machine's own service: started with ``rabbitmq-server
 -detached`` when it is not running, never stopped by the fixtures (a test that
 stops it starts it again). Each test gets unique names and an admin handle
 that deletes whatever queues and exchanges the test declared.
+
+The broker is shared with every other test session on the machine: names
+carry this session's :data:`SESSION_PREFIX`, and the sweep at the end deletes
+only this session's queues. (Sweeping every ``nt_test_`` queue deleted the
+queues of tests running in other sessions; their casts came back unroutable,
+and test_ntrabbit_reconnect counted them as lost.) A test that must not share
+anything takes :func:`own_vhost`.
 """
 from __future__ import annotations
 
@@ -11,6 +18,7 @@ import contextlib
 import os
 import shutil
 import socket
+import ssl
 import subprocess
 import threading
 import uuid
@@ -19,12 +27,15 @@ from typing import Callable, Iterator
 import pika
 import pytest
 from oslo_config import cfg
+from rabbit_ctl import rabbitmqctl
 from waits import wait_until
 
 RABBIT_HOST = os.environ.get("NOTIFY_TRANSPORT_RABBIT_HOST", "127.0.0.1")
 RABBIT_PORT = int(os.environ.get("NOTIFY_TRANSPORT_RABBIT_PORT", "5672"))
 #: Quick reconnects so that restart tests stay short.
 FAST_RETRY = "rabbit_retry_interval=1&rabbit_retry_backoff=0&rabbit_interval_max=1"
+#: Start of every queue, exchange and vhost name this test session makes (see the module docstring).
+SESSION_PREFIX = f"nt_test_{uuid.uuid4().hex[:6]}"
 
 
 def rabbit_url(vhost: str = "", query: str = "", user: str = "guest", password: str = "guest") -> str:
@@ -53,11 +64,6 @@ def wait_rabbit_ready(timeout: float = 90.0) -> None:
     if wait_until(lambda: _port_open() and _amqp_ready(), timeout, interval=0.3):
         return
     raise RuntimeError(f"RabbitMQ at {RABBIT_HOST}:{RABBIT_PORT} did not become ready in {timeout}s")
-
-
-def rabbitmqctl(*args: str, check: bool = True) -> subprocess.CompletedProcess:
-    return subprocess.run(["rabbitmqctl", *args], check=check, capture_output=True, text=True,
-                          timeout=120)
 
 
 def ensure_rabbit_running() -> None:
@@ -97,6 +103,12 @@ class RabbitAdmin:
                 return False
             channel.close()
             return True
+
+    def declare_queue(self, name: str) -> None:
+        with self._lock:
+            channel = self._channel()
+            channel.queue_declare(name)
+            channel.close()
 
     def queue_info(self, name: str) -> tuple[int, int]:
         """(messages, consumers) of an existing queue."""
@@ -160,8 +172,11 @@ class RabbitAdmin:
             self._conn = None
 
 
-def sweep_test_queues(prefix: str = "nt_test_") -> None:
-    """Delete queues left by tests (e.g. ``<topic>.<server>``, named by whoever listened)."""
+def sweep_test_queues(prefix: str = SESSION_PREFIX) -> None:
+    """Delete queues this session's tests left (e.g. ``<topic>.<server>``, named by whoever listened).
+
+    Only this session's: other sessions' tests may be running on the same broker.
+    """
     listing = rabbitmqctl("list_queues", "-q", "--no-table-headers", "name", check=False)
     names = [line.strip() for line in listing.stdout.splitlines() if line.strip().startswith(prefix)]
     if not names:
@@ -195,7 +210,7 @@ def unique(rabbit_admin: RabbitAdmin) -> Callable[[str], str]:
     made: list[str] = []
 
     def make(prefix: str = "nt") -> str:
-        name = f"nt_test_{prefix}_{uuid.uuid4().hex[:8]}"
+        name = f"{SESSION_PREFIX}_{prefix}_{uuid.uuid4().hex[:8]}"
         made.append(name)
         return name
 
@@ -205,6 +220,24 @@ def unique(rabbit_admin: RabbitAdmin) -> Callable[[str], str]:
         rabbit_admin.exchanges.add(f"{name}_fanout")
         for prio in ("audit", "debug", "info", "warn", "error", "critical", "sample"):
             rabbit_admin.queues.add(f"{name}.{prio}")
+
+
+@pytest.fixture
+def own_vhost(rabbit: str) -> Iterator[str]:
+    """A virtual host of the test's own (guest may use it), deleted with all it holds afterwards.
+
+    Nothing another test session does on the shared broker (deleting queues,
+    exchanges) reaches it.
+    """
+    if not shutil.which("rabbitmqctl"):
+        pytest.skip("rabbitmqctl is needed to make a virtual host")
+    name = f"{SESSION_PREFIX}_vh_{uuid.uuid4().hex[:8]}"
+    rabbitmqctl("add_vhost", name)
+    try:
+        rabbitmqctl("set_permissions", "-p", name, "guest", ".*", ".*", ".*")
+        yield name
+    finally:
+        rabbitmqctl("delete_vhost", name, check=False)
 
 
 @pytest.fixture
@@ -253,6 +286,91 @@ def servers(transports: Callable[..., object]) -> Iterator[Callable[..., object]
         with contextlib.suppress(Exception):
             server.stop()
             server.wait(timeout=10)
+
+
+# -- TLS: the machine's RabbitMQ listens in plain TCP; tests put a TLS proxy in front of it ------
+class TlsProxy:
+    """Accepts TLS on 127.0.0.1 and relays the plain bytes to RabbitMQ, one thread per direction."""
+
+    def __init__(self, cert: str, key: str) -> None:
+        self._context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        self._context.load_cert_chain(cert, key)
+        self._listener = socket.create_server(("127.0.0.1", 0))
+        self._listener.settimeout(0.2)
+        self.port = self._listener.getsockname()[1]
+        self._stop = threading.Event()
+        self._sockets: list[socket.socket] = []
+        self.connections = 0
+        self._thread = threading.Thread(target=self._accept, daemon=True)
+        self._thread.start()
+
+    def _accept(self) -> None:
+        while not self._stop.is_set():
+            try:
+                client, _addr = self._listener.accept()
+            except (socket.timeout, OSError):
+                continue
+            client.settimeout(10)
+            try:
+                secure = self._context.wrap_socket(client, server_side=True)
+                upstream = socket.create_connection((RABBIT_HOST, RABBIT_PORT), 10)
+            except (OSError, ssl.SSLError):
+                client.close()
+                continue
+            secure.settimeout(None)
+            upstream.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            self.connections += 1
+            self._sockets += [secure, upstream]
+            for source, sink in ((secure, upstream), (upstream, secure)):
+                threading.Thread(target=self._relay, args=(source, sink), daemon=True).start()
+
+    @staticmethod
+    def _relay(source: socket.socket, sink: socket.socket) -> None:
+        try:
+            while True:
+                data = source.recv(65536)
+                if not data:
+                    break
+                sink.sendall(data)
+        except (OSError, ssl.SSLError):
+            pass
+        for sock in (source, sink):
+            try:
+                sock.shutdown(socket.SHUT_RDWR)
+            except (OSError, ssl.SSLError):
+                pass
+
+    def close(self) -> None:
+        self._stop.set()
+        self._thread.join(5)
+        self._listener.close()
+        for sock in self._sockets:
+            try:
+                sock.close()
+            except OSError:
+                pass
+
+
+@pytest.fixture(scope="module")
+def tls_proxy(tmp_path_factory: pytest.TempPathFactory, rabbit: str) -> Iterator[tuple[TlsProxy, str]]:
+    """``(proxy, ca_file)``: a TLS listener on 127.0.0.1 relaying to RabbitMQ, and its certificate
+    (made for IP 127.0.0.1 with ``openssl``), the CA file a client verifies the proxy with."""
+    if not shutil.which("openssl"):
+        pytest.skip("openssl is needed to make the test certificate")
+    where = tmp_path_factory.mktemp("tls")
+    cert, key = str(where / "cert.pem"), str(where / "key.pem")
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1",
+                    "-subj", "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1",
+                    "-keyout", key, "-out", cert], check=True, capture_output=True, timeout=60)
+    proxy = TlsProxy(cert, key)
+    yield proxy, cert
+    proxy.close()
+
+
+def tls_url(proxy: TlsProxy, ca_file: str) -> str:
+    """A ``rabbit://`` URL to the proxy with TLS and verification on, in the URL's query."""
+    return (f"rabbit://guest:guest@127.0.0.1:{proxy.port}/?ssl=true&ssl_ca_file={ca_file}"
+            f"&ssl_enforce_hostname_verification=true")
 
 
 def wait_for(predicate: Callable[[], bool], timeout: float = 10.0, interval: float = 0.01) -> bool:

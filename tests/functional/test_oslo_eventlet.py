@@ -42,10 +42,11 @@ BROKERS = ["noida"] + (["external"] if external_kafka() is not None else [])
 
 
 def run_service(bootstrap: str, executor: str, script: Path = SERVICE,
-                prefix: str = f"{SESSION_PREFIX}-ev") -> dict[str, Any]:
-    """Run the child ``script``; return its reports by check name (``"output"``: what it printed)."""
+                prefix: str = f"{SESSION_PREFIX}-ev", *more: str) -> dict[str, Any]:
+    """Run the child ``script`` (``more``: further arguments); return its reports by check name
+    (``"output"``: what it printed)."""
     env = dict(os.environ, PYTHONWARNINGS="ignore::DeprecationWarning")
-    child = subprocess.Popen([sys.executable, str(script), bootstrap, executor, prefix],
+    child = subprocess.Popen([sys.executable, str(script), bootstrap, executor, prefix, *more],
                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
                              cwd=script.parent)
     try:
