@@ -267,6 +267,45 @@ def test_a_failing_callback_or_timer_is_logged_and_the_loop_goes_on(running_loop
     wait_for(lambda: sum("bug in a callback" in r.exc_text for r in caplog.records if r.exc_text) == 2)
 
 
+def test_work_handed_over_runs_now_when_the_lock_is_free(running_loop):
+    loop, _thread = running_loop
+    seen = []
+    wait_for(lambda: not loop._lock.locked())  # the loop waits in epoll
+    loop.hand_over(lambda: seen.append((threading.current_thread(), loop.holds_lock())))
+    assert seen == [(threading.current_thread(), True)]
+    assert not loop.holds_lock()
+
+
+def test_work_handed_over_while_the_lock_is_busy_runs_on_the_holder_as_it_lets_go(running_loop):
+    loop, thread = running_loop
+    inside, release, seen = threading.Event(), threading.Event(), []
+
+    def hold():
+        with loop.lent():
+            inside.set()
+            release.wait(5)
+
+    holder = threading.Thread(target=hold)
+    holder.start()
+    assert inside.wait(5)
+    for i in range(3):  # not run here, no wake-up of the loop's thread: the holder takes them
+        loop.hand_over(lambda i=i: seen.append((i, threading.current_thread(), loop.holds_lock())))
+    assert seen == []
+    release.set()
+    holder.join(5)
+    assert [i for i, _, _ in seen] == [0, 1, 2]
+    assert all(t is holder and held for _, t, held in seen)
+    assert thread.is_alive()
+
+
+def test_a_closed_loop_drops_work_handed_over():
+    loop = LendingIOLoop()
+    loop.close()
+    seen = []
+    loop.hand_over(lambda: seen.append(1))
+    assert seen == []
+
+
 def test_a_closed_loop_drops_callbacks_and_never_writes_to_its_old_descriptors():
     loop = LendingIOLoop()
     old_wake = loop._wake_w
