@@ -116,8 +116,9 @@ def test_a_lent_block_keeps_the_loop_out(running_loop):
     assert not loop.holds_lock()
 
 
-def test_try_lend_takes_only_a_free_lock(running_loop):
-    loop, _thread = running_loop
+@contextlib.contextmanager
+def held_by_another_thread(loop):
+    """The loop lent to another thread for the block; yields that thread (it lets go at the end)."""
     inside, release = threading.Event(), threading.Event()
 
     def hold():
@@ -128,9 +129,17 @@ def test_try_lend_takes_only_a_free_lock(running_loop):
     holder = threading.Thread(target=hold)
     holder.start()
     assert inside.wait(5)
-    assert loop.try_lend() is False  # busy: the caller hands its work over instead
-    release.set()
-    holder.join(5)
+    try:
+        yield holder
+    finally:
+        release.set()
+        holder.join(5)
+
+
+def test_try_lend_takes_only_a_free_lock(running_loop):
+    loop, _thread = running_loop
+    with held_by_another_thread(loop):
+        assert loop.try_lend() is False  # busy: the caller hands its work over instead
     deadline = time.monotonic() + 5
     while not loop.try_lend():  # free again (the loop's thread may hold it for a moment)
         assert time.monotonic() < deadline
@@ -278,21 +287,11 @@ def test_work_handed_over_runs_now_when_the_lock_is_free(running_loop):
 
 def test_work_handed_over_while_the_lock_is_busy_runs_on_the_holder_as_it_lets_go(running_loop):
     loop, thread = running_loop
-    inside, release, seen = threading.Event(), threading.Event(), []
-
-    def hold():
-        with loop.lent():
-            inside.set()
-            release.wait(5)
-
-    holder = threading.Thread(target=hold)
-    holder.start()
-    assert inside.wait(5)
-    for i in range(3):  # not run here, no wake-up of the loop's thread: the holder takes them
-        loop.hand_over(lambda i=i: seen.append((i, threading.current_thread(), loop.holds_lock())))
-    assert seen == []
-    release.set()
-    holder.join(5)
+    seen = []
+    with held_by_another_thread(loop) as holder:
+        for i in range(3):  # not run here, no wake-up of the loop's thread: the holder takes them
+            loop.hand_over(lambda i=i: seen.append((i, threading.current_thread(), loop.holds_lock())))
+        assert seen == []
     assert [i for i, _, _ in seen] == [0, 1, 2]
     assert all(t is holder and held for _, t, held in seen)
     assert thread.is_alive()
