@@ -103,9 +103,6 @@ class RPCServer(MessageHandlingServer):
         started = time.monotonic()
         failure = None
         result = None
-        # Before dispatch, as oslo's server does: the driver acknowledges the request now if
-        # it did not yet (a call runs at most once).
-        message.acknowledge()
         try:
             result = self.dispatcher.dispatch(message)
         except ExpectedException as exc:

@@ -20,13 +20,8 @@ class Request:
         self.client_timeout = None
         self.msg_id = "m"
         self.replies = []
-        self.events = []
-
-    def acknowledge(self):
-        self.events.append("ack")
 
     def reply(self, reply=None, failure=None):
-        self.events.append("reply")
         self.replies.append((reply, failure))
 
 
@@ -120,8 +115,6 @@ def test_replies_results_and_failures(setup):
     assert good.replies == [(42, None)]
     assert bad.replies[0][1][0] is RuntimeError
     assert missing.replies[0][1][0] is rpc.NoSuchMethod
-    # acknowledged once, before dispatch (a call runs at most once), whatever the outcome
-    assert good.events == bad.events == missing.events == ["ack", "reply"]
 
 
 def test_workers_grow_under_load_and_stop_drains(setup):

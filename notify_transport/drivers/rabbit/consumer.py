@@ -76,11 +76,8 @@ class QueueConsumer(ChannelUser):
         self._stopping = False
         self._failures = 0
         self._settle_lock = threading.Lock()
-        #: (deliveries, ack, requeue, in_order): in_order acks are one ``multiple`` ack per channel
-        self._to_settle: list[tuple[list[Delivery], bool, bool, bool]] = []
+        self._to_settle: list[tuple[list[Delivery], bool, bool]] = []
         self._settle_scheduled = False
-        #: Deliveries handed out in delivery order whose acknowledgement is not sent yet (take())
-        self._taken: list[Delivery] = []
         #: A channel error that retrying will not fix (e.g. no permission on a queue).
         self.setup_error: MessageDeliveryFailure | None = None
 
@@ -120,11 +117,8 @@ class QueueConsumer(ChannelUser):
             LOG.warning("%s: still waiting for RabbitMQ after %.0fs: %s", self.name, waited,
                         self.conn.last_error or "connecting")
 
-    def get(self, timeout: float | None, max_messages: int = 1, take: bool = False) -> list[Delivery]:
-        """Up to ``max_messages`` buffered deliveries; ``[]`` after ``timeout`` or once stopped and drained.
-
-        ``take``: remember them, in the same step, as to be acknowledged by :meth:`ack_taken`.
-        """
+    def get(self, timeout: float | None, max_messages: int = 1) -> list[Delivery]:
+        """Up to ``max_messages`` buffered deliveries; ``[]`` after ``timeout`` or once stopped and drained."""
         deadline = None if timeout is None else time.monotonic() + timeout
         if not self._buffer and not self._stopping:
             # Read the deliveries on this thread if no other thread does: no hand-off.
@@ -143,20 +137,10 @@ class QueueConsumer(ChannelUser):
                     return []
                 self._cond.wait(remaining)
             count = min(max_messages, len(self._buffer))
-            out = [self._buffer.popleft() for _ in range(count)]
-            if take and not self.auto_ack:
-                # under the buffer's lock: the taken list keeps the order of delivery
-                with self._settle_lock:
-                    self._taken.extend(out)
-            return out
+            return [self._buffer.popleft() for _ in range(count)]
 
     def _has_news(self) -> bool:
         return bool(self._buffer) or self._stopping
-
-    @property
-    def buffered(self) -> int:
-        """Deliveries received and not handed out yet."""
-        return len(self._buffer)
 
     def ack(self, deliveries: list[Delivery]) -> None:
         if deliveries and not self.auto_ack:
@@ -166,40 +150,14 @@ class QueueConsumer(ChannelUser):
         if deliveries and not self.auto_ack:
             self._settle(deliveries, ack=False, requeue=requeue)
 
-    @property
-    def taken(self) -> int:
-        """Deliveries taken by :meth:`get` whose acknowledgement is not sent yet."""
-        return len(self._taken)
-
-    def ack_taken(self) -> None:
-        """Acknowledge every delivery taken so far by ``get(take=True)``: one
-        ``basic_ack(multiple=True)`` per channel rather than one ack each (they were
-        taken in the order they came, so every earlier one of the channel was too).
-        Thread-safe; cheap when there is none."""
-        if not self._taken:
-            return
-        with self._settle_lock:
-            if not self._taken:
-                return
-            # queued in the order taken: a later batch's multiple ack never goes first
-            self._to_settle.append((self._taken, True, False, True))
-            self._taken = []
-            if self._settle_scheduled:
-                return
-            self._settle_scheduled = True
-        self._send_settlements()
-
     def _settle(self, deliveries: list[Delivery], ack: bool, requeue: bool) -> None:
         # Settlements queue up and are sent together, by this thread when the loop is
         # free, else by the thread holding it as it lets go: no wake-up of the I/O thread.
         with self._settle_lock:
-            self._to_settle.append((deliveries, ack, requeue, False))
+            self._to_settle.append((deliveries, ack, requeue))
             if self._settle_scheduled:
                 return
             self._settle_scheduled = True
-        self._send_settlements()
-
-    def _send_settlements(self) -> None:
         try:
             self.conn.hand_over(self._io_settle_pending)
         except MessageDeliveryFailure:
@@ -209,28 +167,8 @@ class QueueConsumer(ChannelUser):
         with self._settle_lock:
             pending, self._to_settle = self._to_settle, []
             self._settle_scheduled = False
-        for deliveries, ack, requeue, in_order in pending:
-            if in_order:
-                self._io_ack_in_order(deliveries)
-            else:
-                self._io_settle(deliveries, ack, requeue)
-
-    def _io_ack_in_order(self, deliveries: list[Delivery]) -> None:
-        """One ``multiple`` ack per channel, for its latest delivery (see :meth:`ack_taken`)."""
-        last: dict[int, Delivery] = {}
-        for delivery in deliveries:
-            seen = last.get(id(delivery.channel))
-            if seen is None or delivery.delivery_tag > seen.delivery_tag:
-                last[id(delivery.channel)] = delivery
-        for delivery in last.values():
-            channel = delivery.channel
-            if not channel.is_open:
-                continue  # the broker requeued them when the channel closed
-            try:
-                channel.basic_ack(delivery.delivery_tag, multiple=True)
-            except (pex.ChannelWrongStateError, pex.ChannelClosed, pex.ConnectionClosed,
-                    pex.StreamLostError):
-                continue
+        for deliveries, ack, requeue in pending:
+            self._io_settle(deliveries, ack, requeue)
 
     def stop(self) -> None:
         """Stop consuming; buffered messages can still be polled and settled."""

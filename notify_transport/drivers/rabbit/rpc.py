@@ -49,8 +49,6 @@ LOG = logging.getLogger(__name__)
 DEFAULT_EXCHANGE = ExchangeSpec("", "direct")
 #: Spacing of a call's publishes while no queue is bound to its routing key (a server starting).
 NO_QUEUE_BACKOFF = Backoff(initial=0.05, factor=2.0, maximum=1.0)
-#: Requests taken by a server's polls before their acknowledgement is sent anyway (one multiple ack).
-ACK_BATCH = 64
 #: Spacing of a reply's publishes while the caller's reply queue is missing (oslo: every 0.25 s).
 MISSING_REPLY_QUEUE_BACKOFF = Backoff(initial=0.25, factor=1.0, maximum=0.25)
 
@@ -352,10 +350,9 @@ class RpcIncomingMessage(IncomingMessage):
 
     def __init__(self, ctxt: dict, message: dict, delivery: Delivery, replier: Replier,
                  msg_id: str | None, reply_q: str | None, client_timeout: Any,
-                 unique_id: str | None,
-                 on_ack: Callable[[IncomingMessage], None] | None = None) -> None:
+                 unique_id: str | None) -> None:
         super().__init__(ctxt, message, topic=delivery.routing_key, offset=delivery.delivery_tag,
-                         headers=None, raw=delivery.body, on_ack=on_ack)
+                         headers=None, raw=delivery.body)
         self.msg_id = msg_id
         self.reply_q = reply_q
         self.client_timeout = client_timeout
@@ -390,14 +387,10 @@ class RpcListener(Listener):
         self._replier = replier
         self._dedup = DedupCache()
         queues = topology.rpc_queues(target.exchange, target.topic, target.server)
-        # Requests are acknowledged once poll() handed them out, before dispatch (as
+        # Requests are acknowledged when poll() hands them out, before dispatch (as
         # oslo does: a call runs at most once). Not on delivery: with automatic
         # acknowledgement the broker forgets a request as soon as it sends it, and
-        # one still on its way when the connection is cut was lost. The ack is sent by
-        # whichever comes first: the message's acknowledge() (servers call it before
-        # dispatching), the next poll() before it waits, or stop(); so that a poller
-        # that hands requests to other threads acks while they start, and acks what
-        # it took meanwhile at once (one multiple ack).
+        # one still on its way when the connection is cut was lost.
         self.consumer = QueueConsumer(conn, queues, prefetch=prefetch, auto_ack=False,
                                       name=f"rpc {target.topic}.{target.server}",
                                       reconnect_delay=reconnect_delay)
@@ -410,12 +403,10 @@ class RpcListener(Listener):
         self.consumer.start_and_wait()
 
     def poll(self, timeout: float | None = None, max_messages: int = 1) -> list[IncomingMessage]:
-        consumer = self.consumer
-        if consumer.taken and (not consumer.buffered or consumer.taken >= ACK_BATCH):
-            consumer.ack_taken()
-        deliveries = consumer.get(timeout, max_messages, take=True)
+        deliveries = self.consumer.get(timeout, max_messages)
         if not deliveries:
             return []
+        self.consumer.ack(deliveries)
         out: list[IncomingMessage] = []
         for delivery in deliveries:
             try:
@@ -433,19 +424,12 @@ class RpcListener(Listener):
             client_timeout = data.pop("_timeout", None)
             ctxt, message = envelope.split_context(data)
             out.append(RpcIncomingMessage(ctxt, message, delivery, self._replier, msg_id, reply_q,
-                                          client_timeout, unique_id, on_ack=self._ack_taken))
-        if len(out) < len(deliveries):
-            consumer.ack_taken()  # dropped ones (undecodable, duplicates): nobody acknowledges them
+                                          client_timeout, unique_id))
         return out
-
-    def _ack_taken(self, _message: IncomingMessage) -> None:
-        self.consumer.ack_taken()
 
     def stop(self) -> None:
         super().stop()
-        self.consumer.ack_taken()
         self.consumer.stop()
 
     def cleanup(self) -> None:
-        self.consumer.ack_taken()
         self.consumer.close()
