@@ -22,6 +22,9 @@ the GIL):
 * :meth:`LendingIOLoop.read_while` lets a thread that waits for something
   the socket will bring (a confirm, a reply, a request) read the socket
   itself, through pika's read handler, while the loop leaves reading to it.
+* :meth:`LendingIOLoop.hand_over` runs short work (a publish, acks) under the
+  lock now if it is free, else on the thread holding it, as that one lets go:
+  a busy lock is held by a thread that runs anyway, so nothing is woken.
 * :meth:`LendingIOLoop.call_unlocked` defers a callback (e.g. the sender's
   ``on_done``) until the thread that holds the lock has let go of it, so
   that the application's code never runs with every connection's I/O held.
