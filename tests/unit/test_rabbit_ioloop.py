@@ -116,9 +116,8 @@ def test_a_lent_block_keeps_the_loop_out(running_loop):
     assert not loop.holds_lock()
 
 
-@contextlib.contextmanager
-def held_by_another_thread(loop):
-    """The loop lent to another thread for the block; yields that thread (it lets go at the end)."""
+def test_try_lend_takes_only_a_free_lock(running_loop):
+    loop, _thread = running_loop
     inside, release = threading.Event(), threading.Event()
 
     def hold():
@@ -129,17 +128,9 @@ def held_by_another_thread(loop):
     holder = threading.Thread(target=hold)
     holder.start()
     assert inside.wait(5)
-    try:
-        yield holder
-    finally:
-        release.set()
-        holder.join(5)
-
-
-def test_try_lend_takes_only_a_free_lock(running_loop):
-    loop, _thread = running_loop
-    with held_by_another_thread(loop):
-        assert loop.try_lend() is False  # busy: the caller hands its work over instead
+    assert loop.try_lend() is False  # busy: the caller hands its work over instead
+    release.set()
+    holder.join(5)
     deadline = time.monotonic() + 5
     while not loop.try_lend():  # free again (the loop's thread may hold it for a moment)
         assert time.monotonic() < deadline
@@ -274,35 +265,6 @@ def test_a_failing_callback_or_timer_is_logged_and_the_loop_goes_on(running_loop
     loop.add_callback(lambda: loop.add_callback(after.set))
     assert after.wait(5)
     wait_for(lambda: sum("bug in a callback" in r.exc_text for r in caplog.records if r.exc_text) == 2)
-
-
-def test_work_handed_over_runs_now_when_the_lock_is_free(running_loop):
-    loop, _thread = running_loop
-    seen = []
-    wait_for(lambda: not loop._lock.locked())  # the loop waits in epoll
-    loop.hand_over(lambda: seen.append((threading.current_thread(), loop.holds_lock())))
-    assert seen == [(threading.current_thread(), True)]
-    assert not loop.holds_lock()
-
-
-def test_work_handed_over_while_the_lock_is_busy_runs_on_the_holder_as_it_lets_go(running_loop):
-    loop, thread = running_loop
-    seen = []
-    with held_by_another_thread(loop) as holder:
-        for i in range(3):  # not run here, no wake-up of the loop's thread: the holder takes them
-            loop.hand_over(lambda i=i: seen.append((i, threading.current_thread(), loop.holds_lock())))
-        assert seen == []
-    assert [i for i, _, _ in seen] == [0, 1, 2]
-    assert all(t is holder and held for _, t, held in seen)
-    assert thread.is_alive()
-
-
-def test_a_closed_loop_drops_work_handed_over():
-    loop = LendingIOLoop()
-    loop.close()
-    seen = []
-    loop.hand_over(lambda: seen.append(1))
-    assert seen == []
 
 
 def test_a_closed_loop_drops_callbacks_and_never_writes_to_its_old_descriptors():

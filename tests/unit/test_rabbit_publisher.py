@@ -201,7 +201,7 @@ def test_done_callback_runs_once(setup):
 
 
 class HandOffConn(FakeConn):
-    """A connection whose lock is busy: work waits for the thread holding it (run_io: it lets go)."""
+    """A connection whose lock is busy or cannot be lent (no epoll): work waits for the I/O thread."""
 
     def __init__(self):
         super().__init__()
@@ -219,16 +219,13 @@ class HandOffConn(FakeConn):
             raise MessageDeliveryFailure("closed")
         self.scheduled.append(lambda: fn(*args))
 
-    def hand_over(self, fn):
-        self.call_soon(fn)
-
     def run_io(self):
         scheduled, self.scheduled = self.scheduled, []
         for fn in scheduled:
             fn()
 
 
-def test_while_the_lock_is_busy_messages_queue_and_one_hand_over_publishes_them_all():
+def test_while_the_lock_is_busy_messages_queue_and_one_wake_up_publishes_them_all():
     conn = HandOffConn()
     publisher = Publisher(conn)
     channel = FakeChannel()
@@ -239,7 +236,7 @@ def test_while_the_lock_is_busy_messages_queue_and_one_hand_over_publishes_them_
     assert len(channel.published) == 5
     channel.ack(5, multiple=True)
     assert all(m.ok for m in msgs)
-    later = publisher.publish(message())  # the next batch is handed over again
+    later = publisher.publish(message())  # the next batch wakes the I/O thread again
     assert len(conn.scheduled) == 1
     conn.run_io()
     channel.ack(6)

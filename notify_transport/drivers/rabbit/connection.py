@@ -180,20 +180,6 @@ class RabbitConnection:
             self._ioloop.end_lent()
         return True
 
-    def hand_over(self, fn: Callable[[], Any]) -> None:
-        """Run ``fn`` under the loop's lock without waking the I/O thread (thread-safe): now
-        if the lock is free, else on the thread holding it, once that one lets go of it.
-
-        For short non-blocking work (a publish, acks) that a busy lock would
-        otherwise send to the I/O thread with a wake-up; on pika's own loop it does so.
-        """
-        if self._closed.is_set():
-            raise MessageDeliveryFailure(f"{self!r} is closed")
-        if self._lending:
-            self._ioloop.hand_over(fn)
-        else:
-            self.call_soon(fn)
-
     def call_unlocked(self, fn: Callable[[], Any]) -> None:
         """Run ``fn`` on this thread outside the loop's lock: once this thread lets go of
         it, or now if it holds none (for the application's callbacks, e.g. ``on_done``)."""

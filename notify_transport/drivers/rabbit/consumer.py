@@ -151,15 +151,17 @@ class QueueConsumer(ChannelUser):
             self._settle(deliveries, ack=False, requeue=requeue)
 
     def _settle(self, deliveries: list[Delivery], ack: bool, requeue: bool) -> None:
-        # Settlements queue up and are sent together, by this thread when the loop is
-        # free, else by the thread holding it as it lets go: no wake-up of the I/O thread.
+        # Settlements queue up and one I/O callback sends all that are waiting:
+        # a listener acking message by message does not wake the I/O thread each
+        # time, and when the loop is free this thread sends them itself.
         with self._settle_lock:
             self._to_settle.append((deliveries, ack, requeue))
             if self._settle_scheduled:
                 return
             self._settle_scheduled = True
         try:
-            self.conn.hand_over(self._io_settle_pending)
+            if not self.conn.try_run_locked(self._io_settle_pending):
+                self.conn.call_soon(self._io_settle_pending)
         except MessageDeliveryFailure:
             LOG.debug("%r: connection closed; the broker requeues unacked messages", self)
 

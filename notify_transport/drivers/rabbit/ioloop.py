@@ -22,9 +22,6 @@ the GIL):
 * :meth:`LendingIOLoop.read_while` lets a thread that waits for something
   the socket will bring (a confirm, a reply, a request) read the socket
   itself, through pika's read handler, while the loop leaves reading to it.
-* :meth:`LendingIOLoop.hand_over` runs short work (a publish, acks) under the
-  lock now if it is free, else on the thread holding it, as that one lets go:
-  a busy lock is held by a thread that runs anyway, so nothing is woken.
 * :meth:`LendingIOLoop.call_unlocked` defers a callback (e.g. the sender's
   ``on_done``) until the thread that holds the lock has let go of it, so
   that the application's code never runs with every connection's I/O held.
@@ -138,9 +135,6 @@ class LendingIOLoop:
         self._stopping = False
         self._closed = False
         self._lent = _Lent(self)
-        #: called by every thread right after it let go of the lock (see :meth:`hand_over`)
-        self._handed_over: list[Callable[[], Any]] = []
-        self._handover_lock = threading.Lock()
 
     def holds_lock(self) -> bool:
         """True on the thread holding the loop's lock (the loop's, or one it lent it to)."""
@@ -155,9 +149,8 @@ class LendingIOLoop:
         self._lock.acquire()
         self._owner = threading.get_ident()
 
-    def _release(self, run_handed_over: bool = True) -> None:
-        """Let go of the lock, then run on this thread what waited for that (:meth:`call_unlocked`)
-        and what was handed over to the holder meanwhile (:meth:`hand_over`)."""
+    def _release(self) -> None:
+        """Let go of the lock, then run on this thread what waited for that (:meth:`call_unlocked`)."""
         deferred = self._unlocked
         if deferred:
             self._unlocked = []
@@ -165,40 +158,6 @@ class LendingIOLoop:
         self._lock.release()
         for callback in deferred:
             _run_logged(callback)
-        if run_handed_over and self._handed_over:
-            self._run_handed_over()
-
-    def hand_over(self, callback: Callable[[], Any]) -> None:
-        """Run ``callback`` under the lock (thread-safe): now on this thread if the lock is free,
-        else on the thread holding it, as soon as that one lets go of it.
-
-        Unlike :meth:`add_callback` this wakes no thread: a busy lock is held by a thread
-        that is running anyway (the loop's between two waits, or a borrower), and it
-        takes the work over on its way out. Dropped once the loop is closed.
-        """
-        with self._handover_lock:
-            if self._closed:
-                LOG.debug("Dropping work for a closed I/O loop: %r", callback)
-                return
-            self._handed_over.append(callback)
-        if not self.holds_lock():
-            self._run_handed_over()
-
-    def _run_handed_over(self) -> None:
-        # After hand_over() and after every release: whichever thread comes last finds
-        # both the work and the lock free (a holder looks once it has let go).
-        while self._handed_over and self._lock.acquire(False):
-            self._owner = threading.get_ident()
-            self._in_lent = True
-            try:
-                with self._handover_lock:
-                    callbacks, self._handed_over = self._handed_over, []
-                for callback in callbacks:
-                    _run_logged(callback)
-                self._write_now()
-            finally:
-                self._in_lent = False
-                self._release(run_handed_over=False)  # the loop looks again
 
     def lent(self) -> "_Lent":
         """``with loop.lent():`` runs a block under the loop's lock, as the loop's thread would.
@@ -352,7 +311,6 @@ class LendingIOLoop:
                 return
             self._closed = True
             self._callbacks = []
-            self._handed_over = []
             self._epoll.close()
             for fd in (self._wake_r, self._wake_w):
                 os.close(fd)

@@ -2,8 +2,7 @@
 
 Callers publish a :class:`PendingPublish` themselves under the connection's I/O
 lock and wait on it (callbacks run once the lock is let go); when the lock is
-busy, messages queue in an outbox that the thread holding the lock publishes
-as it lets go of it (``RabbitConnection.hand_over``).
+busy, messages queue in an outbox that one wake-up of the I/O thread publishes.
 Declarations are ``nowait`` (processed in channel order before the publish).
 Messages whose channel was lost before the confirm are published again after
 the reconnect, within their ``retry`` budget (``_unique_id`` lets receivers drop
@@ -146,8 +145,7 @@ class Publisher(ChannelUser):
             self._io_send(message)
             return message
         # The lock free and nothing queued before (a thread's messages keep their order):
-        # publish here; else the thread holding the lock, running anyway, publishes it
-        # with the others as it lets go (no wake-up of the I/O thread).
+        # publish here; else the I/O thread, busy anyway, takes it with the others.
         if not self._outbox and self.conn.try_run_locked(self._io_send, message):
             return message
         with self._outbox_lock:
@@ -156,7 +154,7 @@ class Publisher(ChannelUser):
                 return message
             self._outbox_scheduled = True
         try:
-            self.conn.hand_over(self._io_flush_outbox)
+            self.conn.call_soon(self._io_flush_outbox)
         except MessageDeliveryFailure as exc:
             self._fail_outbox(exc)
             raise
