@@ -202,13 +202,14 @@ def _run_spark(args: argparse.Namespace, settings, subscription, config) -> int:
     from pyspark.errors import StreamingQueryException
 
     from notify_transport.pipeline import jobs
-    from notify_transport.pipeline.session import build_session
+    from notify_transport.pipeline.session import build_session, warm_up
 
     output = config.output
     log_level = "INFO" if LOG.isEnabledFor(logging.DEBUG) else "ERROR"
     _show_progress(jobs.PROGRESS_LOG)
     spark = build_session(args.master, shuffle_partitions=args.shuffle_partitions,
                           extra_conf=_spark_conf(args.spark_conf), log_level=log_level)
+    warming = warm_up(spark)  # Python workers start while the query starts
     LOG.info("Pipeline on %s: %s -> %s", spark.sparkContext.master, settings.describe(), output)
     try:
         summary = jobs.run(spark, settings, subscription, config, once=args.once,
@@ -216,6 +217,8 @@ def _run_spark(args: argparse.Namespace, settings, subscription, config) -> int:
     except StreamingQueryException as exc:
         print(f"pipeline: a streaming query failed: {exc}", file=sys.stderr)
         return 1
+    finally:
+        warming.join()
     print(json.dumps({"output": output, **summary.as_dict()}, indent=2))
     return _maybe_report(args, output)
 

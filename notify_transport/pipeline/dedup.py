@@ -39,6 +39,8 @@ LOG = logging.getLogger(__name__)
 KEEP_ORDER = ("kafka_timestamp", "topic", "partition", "offset")
 #: columns of the state files
 STATE_COLUMNS = ("message_id", "kafka_timestamp", "seen_at")
+#: their types, given when reading the files: inferring them would cost a Spark job per read
+STATE_SCHEMA = "message_id string, kafka_timestamp timestamp, seen_at double"
 #: column the batch gets: the broker time of the copy kept in an earlier batch, else null
 SEEN_TS = "seen_kafka_timestamp"
 
@@ -77,7 +79,7 @@ class SeenIds:
         if not files:
             return decoded_df.withColumn(SEEN_TS, F.lit(None).cast("timestamp"))
         # each id is in the state once: a batch records only the ids no earlier batch kept
-        seen = (spark.read.parquet(*files).filter(F.col("seen_at") >= F.lit(now - self.horizon))
+        seen = (spark.read.schema(STATE_SCHEMA).parquet(*files).filter(F.col("seen_at") >= F.lit(now - self.horizon))
                 .select("message_id", F.col("kafka_timestamp").alias(SEEN_TS)))
         return decoded_df.join(seen, "message_id", "left").select(*decoded_df.columns, SEEN_TS)
 
@@ -102,7 +104,7 @@ class SeenIds:
         files = self._before(spark, before)
         if len(files) < 2:
             return 0
-        merged = (spark.read.parquet(*files).filter(F.col("seen_at") >= F.lit(now - self.horizon))
+        merged = (spark.read.schema(STATE_SCHEMA).parquet(*files).filter(F.col("seen_at") >= F.lit(now - self.horizon))
                   .select(*STATE_COLUMNS).coalesce(1))
         self.files.write(merged, before - 1, prefix=f"compact-{before - 1:012d}-{uuid.uuid4().hex[:8]}-")
         every = self.files.files(spark)

@@ -10,7 +10,10 @@ from __future__ import annotations
 import logging
 import os
 import sys
-from typing import Mapping
+import threading
+from typing import Iterator, Mapping
+
+from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 
 from notify_transport.pipeline.class_cache import ClassCache
 
@@ -62,6 +65,10 @@ def default_conf(master: str, shuffle_partitions: int = 2) -> dict[str, str]:
         # No extra empty micro-batch after each one just to expire deduplication state: the state
         # expires with the next batch that has data, and a run saves a batch's fixed cost.
         "spark.sql.streaming.noDataMicroBatches.enabled": "false",
+        # No _SUCCESS marker: the pipeline moves the Parquet files out of each write's staging folder
+        # itself; the marker is two more files per write (on a local folder without Hadoop's native
+        # library, a chmod process each).
+        "spark.hadoop.mapreduce.fileoutputcommitter.marksuccessfuljobs": "false",
         # The micro-batch is cached for one use per output: compressing it costs more than it saves.
         "spark.sql.inMemoryColumnarStorage.compressed": "false",
         # Spark's stop path matches a long message with a recursive regex; give it room.
@@ -106,5 +113,76 @@ def build_session(master: str | None = None, app_name: str = "notify-transport-p
             cache.started(jvm.java.lang.ProcessHandle.current().pid())
     spark.sparkContext.setLogLevel(log_level)
     spark.dataSource.register(NotifyKafkaDataSource)
+    spark.dataSource.register(WarmUpDataSource)
     LOG.info("Spark %s session on %s", spark.version, spark.sparkContext.master)
     return spark
+
+
+# -- Python processes started ahead ------------------------------------------------------------
+
+WARM_UP_FORMAT = "notify_warm_up"
+
+
+def _import_reading_modules() -> None:
+    """What a process reading ``notify_kafka`` imports: the source, its decoder, Arrow."""
+    import pyarrow  # noqa: F401
+
+    from notify_transport.pipeline import decode, source  # noqa: F401
+
+
+class WarmUpDataSource(DataSource):
+    """A batch source of no rows that has Spark start the Python processes of a ``notify_kafka`` read.
+
+    Spark starts a Python process the first time it needs one: the data
+    source's planner (schema, then input partitions) and the workers of the
+    read tasks, each importing the source's modules. Reading this source
+    starts the same processes (``readerTasks`` workers) and imports those
+    modules; with ``spark.python.worker.reuse`` they stay, idle, for the
+    pipeline's query.
+    """
+
+    @classmethod
+    def name(cls) -> str:
+        return WARM_UP_FORMAT
+
+    def schema(self) -> str:
+        _import_reading_modules()
+        return "ready int"
+
+    def reader(self, schema) -> "_WarmUpReader":
+        return _WarmUpReader(int(self.options.get("readerTasks", "2")))
+
+
+class _WarmUpReader(DataSourceReader):
+    def __init__(self, tasks: int) -> None:
+        self.tasks = max(1, tasks)
+
+    def partitions(self) -> list[InputPartition]:
+        _import_reading_modules()
+        return [InputPartition(task) for task in range(self.tasks)]
+
+    def read(self, partition: InputPartition) -> Iterator[tuple]:
+        _import_reading_modules()
+        return iter(())
+
+
+def warm_up(spark) -> threading.Thread:
+    """Start Spark's Python processes for a ``notify_kafka`` read now, in a background thread.
+
+    A run's critical path otherwise starts them one after the other (the
+    planner, then the read tasks' workers) while the second core idles; started
+    here they are ready by the time the query needs them. Failures are only
+    logged: the query starts what it needs itself. Join the thread before
+    stopping the session.
+    """
+    tasks = str(max(1, spark.sparkContext.defaultParallelism))
+
+    def run() -> None:
+        try:
+            spark.read.format(WARM_UP_FORMAT).option("readerTasks", tasks).load().collect()
+        except Exception as exc:  # noqa: BLE001  (best effort: the query does the same work itself)
+            LOG.debug("Warming up Python workers failed: %s", exc)
+
+    thread = threading.Thread(target=run, name="spark-python-warm-up", daemon=True)
+    thread.start()
+    return thread

@@ -55,10 +55,7 @@ class BatchParquetWriter:
         df.write.mode("overwrite").partitionBy(*self.partition_by).parquet(staging.toString())
         staging_dir = fs.makeQualified(staging).toUri().getPath().rstrip("/")
         moved = 0
-        files = fs.listFiles(staging, True)
-        while files.hasNext():
-            status = files.next()
-            source = status.getPath()
+        for source in _files_under(fs, staging):
             name = source.getName()
             if not name.endswith(".parquet"):
                 continue
@@ -88,3 +85,17 @@ class BatchParquetWriter:
         for status in matches:
             fs.delete(status.getPath(), False)
         return len(matches)
+
+
+def _files_under(fs, folder):
+    """Paths of the files under ``folder``, at any depth.
+
+    Walks with ``listStatus`` rather than ``listFiles``: the latter's located
+    statuses carry permissions and owners, which Hadoop's local file system
+    (without its native library) reads by running ``ls`` once per file and folder.
+    """
+    for status in fs.listStatus(folder):
+        if status.isDirectory():
+            yield from _files_under(fs, status.getPath())
+        else:
+            yield status.getPath()

@@ -1,0 +1,20 @@
+"""The session's warm-up: Spark's Python processes started ahead of a ``notify_kafka`` read."""
+import logging
+
+from notify_transport.pipeline.session import WARM_UP_FORMAT, warm_up
+
+
+def test_warm_up_source_has_one_empty_input_partition_per_reader_task(spark):
+    df = spark.read.format(WARM_UP_FORMAT).option("readerTasks", "3").load()
+    assert df.columns == ["ready"]
+    assert df.rdd.getNumPartitions() == 3
+    assert df.collect() == []
+
+
+def test_warm_up_runs_in_a_daemon_thread_that_finishes_without_error(spark, caplog):
+    caplog.set_level(logging.DEBUG, logger="notify_transport.pipeline.session")
+    thread = warm_up(spark)
+    assert thread.daemon
+    thread.join(120)
+    assert not thread.is_alive()
+    assert not [r for r in caplog.records if "Warming up" in r.getMessage()]
