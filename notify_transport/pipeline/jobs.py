@@ -3,13 +3,14 @@
 Kafka is read once per micro-batch. Each micro-batch goes to
 :class:`PipelineBatch`, which deduplicates it by ``message_id`` (:mod:`.dedup`:
 the first copy by broker time is kept, ids are remembered over
-``dedup_horizon`` of processing time, late notifications are never dropped),
-keeps it in memory and writes:
+``dedup_horizon`` of processing time, late notifications are never dropped)
+and writes its notifications in the same pass; the statistics are computed
+from the files just written, so the batch is never cached:
 
 - **archive**: the notifications as Parquet partitioned by ``date`` (of the
   notification timestamp, UTC) and ``event_type``, timestamps as UTC-adjusted
   ``TIMESTAMP_MICROS``; undecodable records to ``errors/`` with their Kafka
-  coordinates.
+  coordinates (a second read of the batches that have any).
 - **stats**: partial counts per ``window`` of notification time, event type,
   publisher, priority and delay bucket (:mod:`.delays`), which add up across
   batches (:mod:`.stats_files`). A notification more than ``lateness``
@@ -81,6 +82,11 @@ def window_stats(notifications_df, window: str = "1 minute"):
 
 # -- micro-batch writers -----------------------------------------------------------------------
 
+#: the columns of a batch's notifications that the statistics and the deduplication state read back
+ROW_COLUMNS = ("message_id", "topic", "partition", "offset", "timestamp", "kafka_timestamp", "event_type",
+               "publisher_id", "priority")
+
+
 @dataclasses.dataclass
 class BatchCounts:
     """What one micro-batch held after deduplication."""
@@ -94,47 +100,114 @@ class BatchCounts:
     bounds: dict = dataclasses.field(default_factory=dict)
 
 
-def count_batch(df) -> BatchCounts:
-    """Notifications and undecodable records per partition, in one pass over the batch.
+class BatchObservation:
+    """:class:`BatchCounts` of a micro-batch, taken while the first action over it runs (no pass of its own).
 
-    ``df`` carries :data:`~.dedup.SEEN_TS` (:meth:`~.dedup.SeenIds.mark`):
-    copies of ids an earlier batch kept are not counted as notifications.
+    ``records`` counts what was read (duplicates included) because Spark's
+    own count of a micro-batch's input rows grows with every action that
+    reads the batch again, as the errors' write does.
     """
+
+    def __init__(self) -> None:
+        from pyspark.sql import Observation
+
+        self.read, self.kept = Observation(), Observation()
+
+    def observe_read(self, df):
+        """``df`` as read from Kafka, observed."""
+        from pyspark.sql import functions as F
+
+        return df.observe(self.read, F.count(F.lit(1)).alias("records"))
+
+    def observe_kept(self, marked_df):
+        """``marked_df`` (:meth:`~.dedup.SeenIds.mark`) observed: copies of ids an earlier batch kept
+        are not notifications."""
+        from pyspark.sql import functions as F
+
+        seen = F.col(dedup.SEEN_TS)
+        ok = F.col("error").isNull()
+
+        def count(condition):
+            return F.count(F.when(condition, F.lit(1)))
+
+        return marked_df.observe(self.kept, count(seen.isNull() & ok).alias("notifications"),
+                                 count(seen.isNull() & ~ok).alias("undecodable"),
+                                 count(F.col("kafka_timestamp") < seen).alias("earlier_duplicates"))
+
+    def counts(self) -> tuple[int, BatchCounts]:
+        """Records read and the :class:`BatchCounts` (without bounds), once the action ran."""
+        kept = self.kept.get
+        return self.read.get["records"], BatchCounts(
+            notifications=kept["notifications"], undecodable=kept["undecodable"],
+            earlier_duplicates=kept["earlier_duplicates"])
+
+
+def partition_bounds(rows_df) -> dict[tuple[str, int], tuple[int, int]]:
+    """(topic, partition) -> (oldest, newest) notification timestamp in microseconds, of ``rows_df``."""
     from pyspark.sql import functions as F
 
     micros = F.unix_micros(F.col("timestamp"))
-    seen = F.col(dedup.SEEN_TS)
-    counts = BatchCounts()
-    for row in df.groupBy("topic", "partition", F.col("error").isNull().alias("ok"), seen.isNotNull().alias("seen"),
-                          F.coalesce(F.col("kafka_timestamp") < seen, F.lit(False)).alias("earlier")).agg(
-            F.count(F.lit(1)).alias("n"), F.min(micros).alias("oldest"), F.max(micros).alias("newest")).collect():
-        if row["seen"]:
-            counts.earlier_duplicates += row["n"] if row["earlier"] else 0
-        elif row["ok"]:
-            counts.notifications += row["n"]
-            counts.bounds[(row["topic"], row["partition"])] = (row["oldest"], row["newest"])
-        else:
-            counts.undecodable += row["n"]
-    return counts
+    return {(row["topic"], row["partition"]): (row["oldest"], row["newest"])
+            for row in rows_df.groupBy("topic", "partition").agg(
+                F.min(micros).alias("oldest"), F.max(micros).alias("newest")).collect()}
 
 
-class ArchiveWriter:
-    """Notifications to ``archive/``, the rest to ``errors/``."""
+class BatchRows:
+    """A micro-batch's notifications written once, then read back from their files by the other outputs.
+
+    With the archive job the rows are the archive itself (partitioned by
+    ``date`` and ``event_type``); otherwise only :data:`ROW_COLUMNS` are
+    written, to a scratch folder under the checkpoint whose files are removed
+    once the batch is done. Reading a few columns of the batch's Parquet
+    files costs far less than keeping the decoded batch (payloads included)
+    in memory or reading Kafka again.
+    """
 
     def __init__(self, config: PipelineConfig) -> None:
-        self.archive = BatchParquetWriter(config.path("archive"), ARCHIVE_PARTITIONS)
+        self.archive = "archive" in config.jobs
+        self.files = (BatchParquetWriter(config.path("archive"), ARCHIVE_PARTITIONS) if self.archive
+                      else BatchParquetWriter(config.checkpoint_path("batch_rows")))
+
+    def write(self, notifications_df, batch_id: int) -> list[str]:
+        # Each task writes one file per date and event type it holds: at most
+        # spark.sql.shuffle.partitions files per folder and batch, without shuffling the rows once more.
+        rows = archive_rows(notifications_df) if self.archive else notifications_df.select(*ROW_COLUMNS)
+        return self.files.write(rows, batch_id)
+
+    def read(self, spark, files: list[str]):
+        """The :data:`ROW_COLUMNS` of the files :meth:`write` returned."""
+        from pyspark.sql.types import StructType
+
+        schema = StructType([decode.DECODED_SCHEMA[c] for c in ROW_COLUMNS])
+        return self.files.read(spark, files, schema)
+
+    def discard(self, notifications_df, batch_id: int) -> None:
+        """Remove batch ``batch_id``'s files (``notifications_df`` is not read)."""
+        self.files.write(notifications_df, batch_id, empty=True)
+
+    def done(self, spark, files: list[str]) -> None:
+        """The batch is written: its scratch files (not the archive) go."""
+        if not self.archive:
+            self.files.delete(spark, files)
+
+
+class ArchiveErrors:
+    """Records that are not notifications, to ``errors/`` with their Kafka coordinates."""
+
+    def __init__(self, config: PipelineConfig) -> None:
         self.errors = BatchParquetWriter(config.path("errors"))
 
-    def write(self, df, batch_id: int, counts: BatchCounts) -> None:
-        # An empty batch still clears files of an earlier attempt of the same batch. Each task
-        # writes one file per date and event type it holds: at most spark.sql.shuffle.partitions
-        # files per folder and batch, without shuffling the notifications once more.
-        archive = archive_rows(decode.notifications(df))
-        self.archive.write(archive, batch_id, empty=not counts.notifications)
-        self.errors.write(decode.errors(df).coalesce(1), batch_id, empty=not counts.undecodable)
-        if counts.undecodable:
-            LOG.warning("Batch %d: %d records are not notifications; see %s", batch_id,
-                        counts.undecodable, self.errors.root)
+    def write(self, df, batch_id: int, undecodable: int) -> None:
+        """Write the undecodable records of ``df`` (the micro-batch as read) when it has any.
+
+        Only a batch with such records is read a second time, without the
+        deduplication (each of them is kept). A batch without any still clears
+        the files of an earlier attempt.
+        """
+        self.errors.write(decode.errors(df).coalesce(1), batch_id, empty=not undecodable)
+        if undecodable:
+            LOG.warning("Batch %d: %d records are not notifications; see %s", batch_id, undecodable,
+                        self.errors.root)
 
 
 class StatsWriter:
@@ -151,19 +224,17 @@ class StatsWriter:
         self.lateness_us = config.lateness_us
         self.compact_every = config.stats_compact_every
 
-    def write(self, df, batch_id: int, counts: BatchCounts) -> int:
-        """Write batch ``batch_id``'s partial counts; return how many notifications were late."""
+    def write(self, rows_df, batch_id: int, counts: BatchCounts) -> int:
+        """Write batch ``batch_id``'s partial counts of its notifications ``rows_df`` (:data:`ROW_COLUMNS`,
+        not read when there are none); return how many notifications were late."""
         from pyspark.sql import functions as F
 
-        spark = df.sparkSession
-        notifications = decode.notifications(df).select(
-            "topic", "partition", "offset", "timestamp", "kafka_timestamp", "event_type", "publisher_id",
-            "priority")
+        spark = rows_df.sparkSession
         carried = self.progress.before(spark, batch_id) if counts.notifications else {}
         maybe_late = counts.notifications and lateness.may_have_late(carried, counts.bounds, self.lateness_us)
         if maybe_late:
-            notifications = lateness.flag_late(notifications, carried, self.lateness_us)
-        partial = partial_stats(notifications, self.window).withColumn(
+            rows_df = lateness.flag_late(rows_df, carried, self.lateness_us)
+        partial = partial_stats(rows_df, self.window).withColumn(
             "batch_id", F.lit(batch_id).cast("long")).coalesce(1)
         late = 0
         if maybe_late:  # the late count needs the partial rows twice: keep them
@@ -206,41 +277,57 @@ class StatsWriter:
 
 
 class PipelineBatch:
-    """``foreachBatch`` of the pipeline: one deduplicated, cached micro-batch, written to each output."""
+    """``foreachBatch`` of the pipeline: each micro-batch read, decoded and deduplicated once.
+
+    One Spark job reads the batch and writes its notifications (the archive,
+    :class:`BatchRows`) while an observation counts what it held; the
+    statistics, the late counts and the ids kept for deduplication come from
+    the files just written. Nothing is cached: Kafka is read a second time
+    only for a batch with undecodable records, to write them to ``errors/``.
+    """
 
     def __init__(self, config: PipelineConfig) -> None:
-        self.archive = ArchiveWriter(config) if "archive" in config.jobs else None
+        self.rows = BatchRows(config)
+        self.errors = ArchiveErrors(config) if "archive" in config.jobs else None
         self.stats = StatsWriter(config) if "stats" in config.jobs else None
         self.seen = dedup.SeenIds(config.checkpoint_path("dedup"), parse_duration(config.dedup_horizon),
                                   config.stats_compact_every)
         self.totals = BatchCounts()
+        #: records read per micro-batch (a replayed batch counts once)
+        self.records: dict[int, int] = {}
 
     def __call__(self, df, batch_id: int) -> None:
         steps = [time.monotonic()]
         now = time.time()
-        df = self.seen.mark(dedup.first_copies(df), batch_id, now).persist()
-        try:
-            counts = count_batch(df)  # reads, decodes and deduplicates the batch into memory
-            new = df.filter(f"{dedup.SEEN_TS} IS NULL").drop(dedup.SEEN_TS)
-            steps.append(time.monotonic())
-            if self.archive is not None:
-                self.archive.write(new, batch_id, counts)
-            steps.append(time.monotonic())
-            if self.stats is not None:
-                counts.late = self.stats.write(new, batch_id, counts)
-            steps.append(time.monotonic())
-            self.seen.save(decode.notifications(new), batch_id, empty=not counts.notifications, now=now)
-        finally:
-            df.unpersist()
+        observation = BatchObservation()
+        marked = observation.observe_kept(self.seen.mark(dedup.first_copies(observation.observe_read(df)),
+                                                         batch_id, now))
+        notifications = decode.notifications(marked.filter(f"{dedup.SEEN_TS} IS NULL"))
+        files = self.rows.write(notifications, batch_id)  # reads, decodes, deduplicates and writes the batch
+        self.records[batch_id], counts = observation.counts()
+        if not counts.notifications:  # an empty write may still leave a file without rows
+            self.rows.discard(notifications, batch_id)
+            files = []
+        if self.errors is not None:
+            self.errors.write(df, batch_id, counts.undecodable)
+        steps.append(time.monotonic())
+        # with no notifications, the outputs below only clear an earlier attempt's files: never read
+        rows = self.rows.read(df.sparkSession, files) if files else notifications
+        if self.stats is not None:
+            counts.bounds = partition_bounds(rows) if files else {}
+            counts.late = self.stats.write(rows, batch_id, counts)
+        steps.append(time.monotonic())
+        self.seen.save(rows, batch_id, empty=not files, now=now)
+        self.rows.done(df.sparkSession, files)
         for name in ("notifications", "undecodable", "late", "earlier_duplicates"):
             setattr(self.totals, name, getattr(self.totals, name) + getattr(counts, name))
         if counts.earlier_duplicates:
             LOG.warning("Batch %d: %d copies of notifications archived by an earlier batch have an earlier "
                         "broker time than the archived copy; the archived copy stays", batch_id,
                         counts.earlier_duplicates)
-        LOG.info("Batch %d written in %.1f s (read and decode %.1f s, archive %.1f s, statistics %.1f s): "
-                 "%d notifications (%d late), %d undecodable", batch_id, steps[-1] - steps[0],
-                 steps[1] - steps[0], steps[2] - steps[1], steps[3] - steps[2], counts.notifications,
+        LOG.info("Batch %d written in %.1f s (read, decode, deduplicate and write the notifications %.1f s, "
+                 "statistics %.1f s): %d notifications (%d late), %d undecodable", batch_id,
+                 steps[-1] - steps[0], steps[1] - steps[0], steps[2] - steps[1], counts.notifications,
                  counts.late, counts.undecodable)
 
 
@@ -261,9 +348,14 @@ def start_query(spark, settings: KafkaSettings, subscription: Subscription, conf
 
 
 class ProgressLog:
-    """Logs a line per finished micro-batch: records, rate, and how far behind the run is."""
+    """Logs a line per finished micro-batch: records, rate, and how far behind the run is.
 
-    def __init__(self) -> None:
+    ``counted`` (batch id -> records) is what the batch function counted
+    itself (:attr:`PipelineBatch.records`); Spark's count serves for the rest.
+    """
+
+    def __init__(self, counted: dict[int, int] | None = None) -> None:
+        self.counted = {} if counted is None else counted
         self.seen: set[int] = set()
         self.records = 0
         self.batches = 0
@@ -274,7 +366,7 @@ class ProgressLog:
             if progress.batchId in self.seen:
                 continue
             self.seen.add(progress.batchId)
-            rows = progress.numInputRows
+            rows = self.counted.get(progress.batchId, progress.numInputRows)
             if not rows:
                 continue
             self.records += rows
@@ -315,7 +407,7 @@ def run(spark, settings: KafkaSettings, subscription: Subscription, config: Pipe
     started = time.monotonic()
     batch = PipelineBatch(config)
     query = start_query(spark, settings, subscription, config, once, batch_fn or batch)
-    progress = ProgressLog()
+    progress = ProgressLog(getattr(batch_fn or batch, "records", None))
     stop = threading.Event()
     restore = _stop_on_signals(stop) if not once else None
     try:

@@ -69,7 +69,8 @@ def default_conf(master: str, shuffle_partitions: int = 2) -> dict[str, str]:
         # itself; the marker is two more files per write (on a local folder without Hadoop's native
         # library, a chmod process each).
         "spark.hadoop.mapreduce.fileoutputcommitter.marksuccessfuljobs": "false",
-        # The micro-batch is cached for one use per output: compressing it costs more than it saves.
+        # Only a batch's few partial counts are ever cached (the late count reads them twice):
+        # compressing them costs more than it saves.
         "spark.sql.inMemoryColumnarStorage.compressed": "false",
         # Spark's stop path matches a long message with a recursive regex; give it room.
         # C1 only: the JVM starts about 2 s sooner; its hot paths are Parquet encoding and shuffle I/O,

@@ -35,8 +35,8 @@ class BatchParquetWriter:
         self.root = root.rstrip("/")
         self.partition_by = tuple(partition_by)
 
-    def write(self, df, batch_id: int, empty: bool = False, prefix: str | None = None) -> int:
-        """Replace batch ``batch_id``'s files by ``df``'s rows; return the number of files.
+    def write(self, df, batch_id: int, empty: bool = False, prefix: str | None = None) -> list[str]:
+        """Replace batch ``batch_id``'s files by ``df``'s rows; return the paths of the new files.
 
         ``empty`` says ``df`` has no rows: only the files of an earlier attempt
         are removed. ``prefix`` names the files otherwise than ``batch-N-``.
@@ -51,10 +51,10 @@ class BatchParquetWriter:
             LOG.info("Batch %d was written before (replay after a restart): %d old files replaced",
                      batch_id, removed)
         if empty:
-            return 0
+            return []
         df.write.mode("overwrite").partitionBy(*self.partition_by).parquet(staging.toString())
         staging_dir = fs.makeQualified(staging).toUri().getPath().rstrip("/")
-        moved = 0
+        moved: list[str] = []
         for source in _files_under(fs, staging):
             name = source.getName()
             if not name.endswith(".parquet"):
@@ -62,11 +62,25 @@ class BatchParquetWriter:
             relative = source.getParent().toUri().getPath()[len(staging_dir):].strip("/")
             target_dir = path(root, relative) if relative else root
             fs.mkdirs(target_dir)
-            if not fs.rename(source, path(target_dir, prefix + name)):
+            target = path(target_dir, prefix + name)
+            if not fs.rename(source, target):
                 raise OSError(f"Could not move {source} into {target_dir}")
-            moved += 1
+            moved.append(target.toString())
         fs.delete(staging, True)
         return moved
+
+    def read(self, spark, files: Sequence[str], schema):
+        """The rows of ``files`` (written by :meth:`write`) with the columns of ``schema``.
+
+        Partition columns come from the folder names, as strings (never
+        inferred as dates or numbers); they need not be in ``schema``.
+        """
+        from pyspark.sql.types import StringType, StructField, StructType
+
+        fields = [*schema.fields, *[StructField(c, StringType()) for c in self.partition_by
+                                    if c not in schema.fieldNames()]]
+        return (spark.read.schema(StructType(fields)).option("basePath", self.root).parquet(*files)
+                .select(*schema.fieldNames()))
 
     def files(self, spark) -> list[str]:
         """Paths of the data files written so far (not staging)."""

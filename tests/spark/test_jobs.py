@@ -316,4 +316,7 @@ def test_statistics_files_are_compacted_without_changing_the_numbers(spark, kafk
     files = sorted(p.name for p in (tmp_path / "stats").glob("*.parquet"))
     assert any(f.startswith("compact-") for f in files) and len(files) <= 2
     assert _stats_totals(load_stats(tmp_path / "stats"), "event_type") == {"e0": 10, "e1": 10, "e2": 10}
+    # without the archive the statistics read scratch rows of each batch, removed once it is done
+    scratch = tmp_path / "_checkpoints" / "batch_rows"
+    assert scratch.is_dir() and not list(scratch.rglob("*.parquet"))
     producer.delete_topics([topic])
