@@ -45,6 +45,8 @@ class FakeClient:
         self.fatal = False
         self.closed = False
         self.capacity = None
+        #: callbacks other than delivery reports (errors, log lines) waiting for a poll
+        self.events = 0
 
     # -- the confluent-kafka calls the wrapper makes ------------------------------
     def produce(self, topic, value=None, key=None, headers=None, on_delivery=None, timestamp=0):
@@ -57,14 +59,16 @@ class FakeClient:
         self.held.append(FakeMessage(topic, value, key, headers, timestamp, on_delivery))
 
     def __len__(self):
-        return len(self.held) + len(self.reports)
+        """librdkafka's out-queue length: messages held, reports and other callbacks waiting."""
+        return len(self.held) + len(self.reports) + self.events
 
     def poll(self, timeout=None):
         if self.closed:
             raise RuntimeError("Producer has been closed")
-        if not self.reports:
+        if not self.reports and not self.events:
             time.sleep(min(timeout or 0, 0.01))  # a blocking poll with nothing to serve
-        return self.serve()
+        events, self.events = self.events, 0
+        return events + self.serve()
 
     def flush(self, timeout=None):
         if self.closed:

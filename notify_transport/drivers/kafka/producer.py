@@ -107,8 +107,32 @@ class _Client:
         self.epochs: tuple[int, int] | None = None
 
     def held(self) -> int:
+        """What the client holds: messages, and callbacks waiting for a poll.
+
+        ``len()`` is librdkafka's out-queue length: the messages not yet
+        confirmed or failed, plus the delivery reports, errors, log lines and
+        statistics waiting to be served. With a broker down, connection errors
+        queue up there; :meth:`messages` serves them first.
+        """
         try:
             return len(self.client) if self.client is not None else 0
+        except RuntimeError:  # closed
+            return 0
+
+    def messages(self) -> int:
+        """The messages the client holds: the callbacks waiting are served, then counted out.
+
+        Only for a thread that may serve callbacks (the one that flushes or closes). A callback
+        queued between the last poll and the count is a window of microseconds, where
+        connection errors come at reconnect intervals (100 ms and more).
+        """
+        client = self.client
+        if client is None:
+            return 0
+        try:
+            while client.poll(0):
+                pass
+            return len(client)
         except RuntimeError:  # closed
             return 0
 
@@ -252,7 +276,10 @@ class KafkaProducer:
                         continue
                     except RuntimeError:
                         break
-                left = handle.held()
+                try:
+                    left = handle.messages()
+                except KafkaException:  # the fatal error raised once more
+                    left = handle.held()
                 if left:
                     LOG.error("%d %s(s) held by the replaced Kafka producer for %s were "
                               "never reported back and are lost", left, self.unit, self.name)
@@ -419,8 +446,23 @@ class KafkaProducer:
             left = None if deadline is None else deadline - time.monotonic()
             if handle is None or client is None or not self.pending \
                     or (left is not None and left <= 0):
-                return self.pending
+                return self._messages_left(handle)
             self._serve_on(handle, functools.partial(_serve_reports, client), 1.0 if left is None else min(1.0, left))
+
+    def _messages_left(self, handle: _Client | None) -> int:
+        """The messages still unconfirmed (what :meth:`flush` reports as lost), counted
+        after serving the callbacks waiting, which the out-queue length counts too."""
+        left = 0
+        if handle is not None:
+            try:
+                left = handle.messages()
+            except KafkaException as exc:  # a fatal error served: the messages are resent
+                err = fatal_error(exc)
+                if err is None:
+                    raise
+                self._condemn(handle, err)
+                left = 0
+        return left + sum(h.held() for h in list(self._old))
 
     def _serve_on(self, handle: _Client, serve: Callable[[float], Any], timeout: float) -> None:
         """``serve(timeout)`` on ``handle``'s client; a fatal error condemns the client."""
