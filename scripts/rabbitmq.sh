@@ -12,7 +12,7 @@ fi
 if ! command -v rabbitmq-server >/dev/null 2>&1; then
   log "installing rabbitmq-server"
   export DEBIAN_FRONTEND=noninteractive
-  apt-get update -qq >/dev/null && apt-get install -y -qq rabbitmq-server >/dev/null
+  apt-get -o DPkg::Lock::Timeout=600 update -qq >/dev/null && apt-get -o DPkg::Lock::Timeout=600 install -y -qq rabbitmq-server >/dev/null
 fi
 if ! rabbitmqctl -q status >/dev/null 2>&1; then
   log "starting rabbitmq-server"

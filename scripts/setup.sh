@@ -14,10 +14,11 @@ log() { printf '[setup] %s\n' "$*"; }
   || { echo "Python >= 3.11 required (found $("$PYTHON" --version 2>&1))" >&2; exit 1; }
 
 apt_install() {
+  # wait for another apt-get (a second setup, unattended upgrades) instead of failing on its lock
   log "installing $* with apt-get"
   export DEBIAN_FRONTEND=noninteractive
-  apt-get update -qq >/dev/null
-  apt-get install -y -qq "$@" >/dev/null
+  apt-get -o DPkg::Lock::Timeout=600 update -qq >/dev/null
+  apt-get -o DPkg::Lock::Timeout=600 install -y -qq "$@" >/dev/null
 }
 
 if [ ! -x "$VENV/bin/python" ]; then
