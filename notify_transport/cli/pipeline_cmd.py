@@ -189,26 +189,29 @@ def _run(args: argparse.Namespace) -> int:
         source_format=args.source, starting_offsets=args.starting_offsets,
         max_per_trigger=args.max_records_per_trigger,
         fail_on_data_loss=not args.no_fail_on_data_loss)
-    if args.once and caught_up.nothing_new(config.checkpoint_root, settings.librdkafka_config(), subscription):
+    backlog = caught_up.waiting(config.checkpoint_root, settings.librdkafka_config(), subscription) \
+        if args.once else None
+    if backlog == 0:
         _show_progress(run_config.PROGRESS_LOG)
         run_config.PROGRESS_LOG.info("Nothing new since the last run: Spark not started")
         summary = run_config.RunSummary.empty(time.monotonic() - started)
         print(json.dumps({"output": output, **summary.as_dict()}, indent=2))
         return _maybe_report(args, output)
-    return _run_spark(args, settings, subscription, config)
+    return _run_spark(args, settings, subscription, config, backlog)
 
 
-def _run_spark(args: argparse.Namespace, settings, subscription, config) -> int:
+def _run_spark(args: argparse.Namespace, settings, subscription, config, backlog: int | None = None) -> int:
     from pyspark.errors import StreamingQueryException
 
     from notify_transport.pipeline import jobs
-    from notify_transport.pipeline.session import build_session, warm_up
+    from notify_transport.pipeline.session import build_session, run_conf, warm_up
 
     output = config.output
     log_level = "INFO" if LOG.isEnabledFor(logging.DEBUG) else "ERROR"
     _show_progress(jobs.PROGRESS_LOG)
+    extra_conf = {**run_conf(backlog), **_spark_conf(args.spark_conf)}  # the user's settings win
     spark = build_session(args.master, shuffle_partitions=args.shuffle_partitions,
-                          extra_conf=_spark_conf(args.spark_conf), log_level=log_level)
+                          extra_conf=extra_conf, log_level=log_level)
     warming = warm_up(spark)  # Python workers start while the query starts
     LOG.info("Pipeline on %s: %s -> %s", spark.sparkContext.master, settings.describe(), output)
     try:

@@ -90,11 +90,18 @@ def news(done: Mapping[offsets.TopicPartition, int], latest: Mapping[offsets.Top
 def nothing_new(checkpoint_root: str, kafka_config: Mapping[str, Any], subscription: Subscription,
                 timeout: float = 30.0) -> bool:
     """True when the subscribed partitions hold no record past the last run's end offsets."""
+    return waiting(checkpoint_root, kafka_config, subscription, timeout) == 0
+
+
+def waiting(checkpoint_root: str, kafka_config: Mapping[str, Any], subscription: Subscription,
+            timeout: float = 30.0) -> int | None:
+    """How many records the subscribed partitions hold past the last run's end offsets; None
+    when there is no last run to compare with (a first run, a remote checkpoint)."""
     from notify_transport.pipeline.kafka_io import admin_properties
 
     done = recorded(checkpoint_root)
     if done is None:
-        return False
+        return None
     options = subscription.options()
     topics = [t for t in options.get("subscribe", "").split(",") if t]
     admin = ClusterAdmin(admin_properties(kafka_config), timeout=timeout)
@@ -105,6 +112,6 @@ def nothing_new(checkpoint_root: str, kafka_config: Mapping[str, Any], subscript
         earliest = list_offsets(admin, unknown, "earliest") if unknown else {}
     finally:
         admin.close()
-    waiting = news(done, latest, earliest)
-    LOG.info("%d records past the last run's end offsets", waiting)
-    return waiting == 0
+    count = news(done, latest, earliest)
+    LOG.info("%d records past the last run's end offsets", count)
+    return count

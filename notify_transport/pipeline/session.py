@@ -83,6 +83,24 @@ def default_conf(master: str, shuffle_partitions: int = 2) -> dict[str, str]:
     return conf
 
 
+#: A run with at most this many records to read runs its plans interpreted (:func:`run_conf`).
+SMALL_RUN_RECORDS = 100_000
+
+
+def run_conf(backlog: int | None) -> dict[str, str]:
+    """Settings for a run known to read ``backlog`` records (None: not known, Spark's defaults).
+
+    Whole-stage code generation compiles each stage of each plan to a Java
+    class (Janino) the first time it runs: worth it over many rows, not in a
+    scheduled run of a few thousand records, where compiling the micro-batch's
+    plans costs more than interpreting them (5,000 records over 42 partitions:
+    about 0.3 s less wall time and 0.5 s less CPU; see the pipeline docs).
+    """
+    if backlog is not None and backlog <= SMALL_RUN_RECORDS:
+        return {"spark.sql.codegen.wholeStage": "false"}
+    return {}
+
+
 def build_session(master: str | None = None, app_name: str = "notify-transport-pipeline",
                   shuffle_partitions: int = 2, extra_conf: Mapping[str, str] | None = None,
                   log_level: str = "WARN", class_cache: bool = True):
