@@ -87,12 +87,6 @@ def news(done: Mapping[offsets.TopicPartition, int], latest: Mapping[offsets.Top
     return sum(max(0, end - done.get(tp, earliest.get(tp, 0))) for tp, end in latest.items())
 
 
-def nothing_new(checkpoint_root: str, kafka_config: Mapping[str, Any], subscription: Subscription,
-                timeout: float = 30.0) -> bool:
-    """True when the subscribed partitions hold no record past the last run's end offsets."""
-    return waiting(checkpoint_root, kafka_config, subscription, timeout) == 0
-
-
 def waiting(checkpoint_root: str, kafka_config: Mapping[str, Any], subscription: Subscription,
             timeout: float = 30.0) -> int | None:
     """How many records the subscribed partitions hold past the last run's end offsets; None

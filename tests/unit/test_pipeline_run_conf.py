@@ -24,7 +24,6 @@ def test_an_unknown_or_large_backlog_keeps_sparks_defaults(backlog):
 def test_no_last_run_means_an_unknown_backlog_without_asking_kafka(tmp_path):
     # no last_run.json: the broker is never asked (its address does not even resolve)
     assert caught_up.waiting(str(tmp_path), {"bootstrap.servers": "nowhere.invalid:1"}, None) is None
-    assert caught_up.nothing_new(str(tmp_path), {"bootstrap.servers": "nowhere.invalid:1"}, None) is False
 
 
 def test_the_backlog_counts_records_past_the_last_run_and_whole_new_partitions():
