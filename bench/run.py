@@ -65,7 +65,7 @@ class Sizes:
     rpc_casts: int = 3_000
     rabbit_notify_count: int = 5_000
     rabbit_notify_warmup: int = 200
-    #: interleaved repetitions of the Kafka throughput measures (the median is kept)
+    #: interleaved repetitions of the throughput and RPC measures (the median is kept)
     rounds: int = 3
     #: notify-transport serve with 1 and 2 workers: partitions of its topic, longest dispatch
     serve_partitions: int = 4
@@ -113,8 +113,9 @@ def build_parser(parser: argparse.ArgumentParser | None = None) -> argparse.Argu
     parser.add_argument("--e2e-seconds", type=float, help="length of the paced latency run")
     parser.add_argument("--e2e-rate", type=float, help="messages per second of the latency run")
     parser.add_argument("--rounds", type=int,
-                        help="interleaved repetitions of the Kafka send and listen measures; the "
-                             "median is reported (default 3, 1 with --quick)")
+                        help="interleaved repetitions of the Kafka send and listen measures and "
+                             "of the RPC ones (rpc, ntrabbit); the median is reported (default 3, "
+                             "1 with --quick)")
     parser.add_argument("--ours-kafka-query", default="", metavar="QUERY",
                         help="URL query added to notify-transport's Kafka URL only, to try driver "
                              "options (e.g. producer_batch_timeout=0.001); recorded in the JSON")
@@ -393,10 +394,12 @@ class Run:
         return {"host": vhost.host, "port": vhost.port, "vhost": vhost.name, "user": vhost.user,
                 "password": vhost.password}
 
-    def _rpc_round(self, vhost: brokers.RabbitVhost, module: str, name: str, column: str,
-                   key_prefix: str = "rpc_", **common: Any) -> None:
-        """One server worker and one client worker of ``module`` (``serve``/``client``), the
-        client's ``rpc_*`` results recorded under ``key_prefix`` in ``column``.
+    #: what each RPC result is ranked by when the median of the rounds is taken
+    RPC_METRICS = {"rpc_call_seq": "p50_ms", "rpc_call_threads": "rate", "rpc_cast": "rate"}
+
+    def _rpc_round(self, vhost: brokers.RabbitVhost, module: str, name: str, **common: Any) -> dict:
+        """One server worker and one client worker of ``module`` (``serve``/``client``); the
+        client's ``rpc_*`` results, or an error for each.
 
         One home for the rounds of ``rpc`` and ``ntrabbit`` so that both measure alike
         (sizes, timeouts, the server's stop) and a failure of either worker is recorded.
@@ -419,15 +422,37 @@ class Run:
             out = {"error": str(exc).splitlines()[0], "detail": str(exc)}
         finally:
             server.kill()
-        for key in ("rpc_call_seq", "rpc_call_threads", "rpc_cast"):
-            self.record(key_prefix + key[len("rpc_"):], column,
-                        out.get(key, {"error": out.get("error", "no result")}))
+        return {key: out.get(key, {"error": out.get("error", "no result")}) for key in self.RPC_METRICS}
+
+    def _rpc_rounds(self, vhost: brokers.RabbitVhost, module: str, key_prefix: str,
+                    runs: dict[str, dict[str, Any]]) -> None:
+        """``sizes.rounds`` interleaved rounds of every run (column -> worker arguments, with
+        ``name`` and ``topic``), each key's median recorded under ``key_prefix``.
+
+        Interleaved as the Kafka measures are: a change of the machine's load
+        hits every column alike, and one slow round does not make a ratio.
+        """
+        results: dict[str, dict[str, list[dict]]] = {
+            column: {key: [] for key in self.RPC_METRICS} for column in runs}
+        for n in range(self.sizes.rounds):
+            for column, run in runs.items():
+                args = dict(run)
+                name = args.pop("name")
+                for key, result in self._rpc_round(vhost, module, name, **args).items():
+                    results[column][key].append(result)
+                    self.progress(key_prefix + key[len("rpc_"):], column, result, n)
+        for column, by_key in results.items():
+            for key, metric in self.RPC_METRICS.items():
+                chosen = median_result(by_key[key], metric)
+                self.record(key_prefix + key[len("rpc_"):], column, chosen)
 
     def rpc(self, vhost: brokers.RabbitVhost) -> None:
+        runs = {}
         for impl in self.impls:
             topic = f"{self.prefix}-rpc-{impl}"
             vhost.remember_queue(f"{topic}.raw")
-            self._rpc_round(vhost, "bench.rabbit_rpc", f"rpc/{impl}", impl, impl=impl, topic=topic)
+            runs[impl] = {"name": f"rpc/{impl}", "impl": impl, "topic": topic}
+        self._rpc_rounds(vhost, "bench.rabbit_rpc", "rpc_", runs)
 
     def ntrabbit(self, vhost: brokers.RabbitVhost) -> None:
         """oslo.messaging's API on ``ntrabbit://`` vs ``rabbit://``, with threads then under eventlet.
@@ -438,10 +463,11 @@ class Run:
         from bench.ntrabbit_rpc import IMPLS
 
         for mode, prefix in (("threads", "ntrabbit_"), ("eventlet", "ntrabbit_ev_")):
-            for impl in IMPLS:
-                self._rpc_round(vhost, "bench.ntrabbit_rpc", f"ntrabbit/{mode}/{impl}",
-                                "ours" if impl == "ntrabbit" else "oslo", prefix, impl=impl,
-                                topic=f"{self.prefix}-ntr-{mode}-{impl}", eventlet=mode == "eventlet")
+            self._rpc_rounds(vhost, "bench.ntrabbit_rpc", prefix, {
+                "ours" if impl == "ntrabbit" else "oslo": {
+                    "name": f"ntrabbit/{mode}/{impl}", "impl": impl,
+                    "topic": f"{self.prefix}-ntr-{mode}-{impl}", "eventlet": mode == "eventlet"}
+                for impl in IMPLS})
 
     def rabbit_notify(self, vhost: brokers.RabbitVhost) -> None:
         s = self.sizes
@@ -500,11 +526,11 @@ class Run:
                     print(f"rabbit: {meta['rabbit']}", flush=True)
                     try:
                         if "rpc" in self.measures:
-                            self.guarded("rpc", lambda: self.rpc(vhost), 15)
+                            self.guarded("rpc", lambda: self.rpc(vhost), 15 * self.sizes.rounds)
                         if "rabbit_notify" in self.measures:
                             self.guarded("rabbit_notify", lambda: self.rabbit_notify(vhost), 10)
                         if "ntrabbit" in self.measures:
-                            self.guarded("ntrabbit", lambda: self.ntrabbit(vhost), 30)
+                            self.guarded("ntrabbit", lambda: self.ntrabbit(vhost), 30 * self.sizes.rounds)
                     finally:
                         procs.kill_all()
         finally:

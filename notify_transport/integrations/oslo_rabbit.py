@@ -92,7 +92,11 @@ class OsloRpcMessage(oslo_base.RpcIncomingMessage):
     """
 
     def __init__(self, incoming: IncomingMessage, offload: Offload) -> None:
-        super().__init__(incoming.ctxt, incoming.message, msg_id=getattr(incoming, "msg_id", None))
+        # oslo's server logs a request under msg_id. A call has the caller's; for a
+        # cast oslo's base class would draw a fresh uuid4 (an urandom read per cast):
+        # the sender's _unique_id is as unique and names the message on both sides.
+        msg_id = getattr(incoming, "msg_id", None) or getattr(incoming, "unique_id", None)
+        super().__init__(incoming.ctxt, incoming.message, msg_id=msg_id)
         #: the caller's call-monitor timeout: oslo's dispatcher sends heartbeats at half of it
         self.client_timeout = getattr(incoming, "client_timeout", None)
         self.incoming = incoming

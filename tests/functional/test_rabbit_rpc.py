@@ -334,6 +334,53 @@ def test_stop_finishes_requests_in_progress(transports, servers, unique):
     assert result == {"r": 1}
 
 
+class Holder:
+    """An endpoint whose ``hold`` casts wait for ``release``; counts what it ran."""
+
+    def __init__(self) -> None:
+        self.release = threading.Event()
+        self.count = 0
+        self.lock = threading.Lock()
+
+    def hold(self, ctxt, n):
+        with self.lock:
+            self.count += 1
+        self.release.wait(30)
+
+
+def test_servers_of_a_topic_share_its_backlog(transports, unique, fresh_conf):
+    # With rabbit_qos_prefetch_count at 0 (oslo's "no limit") the broker used to push
+    # a whole backlog to the first server consuming it: a second server of the topic
+    # then got nothing while the first was busy. The RPC server now holds at most
+    # rpc_prefetch_count requests unacknowledged.
+    transport = transports()
+    topic = unique("share")
+    first, second = Holder(), Holder()
+    second.release.set()
+    servers = [rpc.get_rpc_server(transport, nt.Target(topic=topic, server=name), [endpoint])
+               for name, endpoint in (("s1", first), ("s2", second))]
+    client = rpc.get_rpc_client(transport, nt.Target(topic=topic), timeout=10)
+    try:
+        servers[0].start(override_pool_size=1)  # one worker: busy with the first request
+        for n in range(300):
+            client.cast({}, "hold", n=n)
+        assert wait_for(lambda: first.count == 1)
+        prefetch = fresh_conf.oslo_messaging_rabbit.rpc_prefetch_count
+        servers[1].start()
+        # s1 holds the one in progress and `prefetch` unacknowledged (one fewer if s2 took
+        # the request the broker would have sent s1 after its first acknowledgement);
+        # s2 gets the rest, and no more: s1 keeps what it holds
+        assert wait_for(lambda: second.count >= 300 - 1 - prefetch, timeout=20), second.count
+        assert second.count <= 300 - prefetch
+        first.release.set()
+        assert wait_for(lambda: first.count + second.count == 300, timeout=20)
+    finally:
+        first.release.set()
+        for server in servers:
+            server.stop()
+            server.wait()
+
+
 def test_unroutable_cast_is_reported(transports, unique, caplog):
     client = rpc.get_rpc_client(transports(), nt.Target(topic=unique("nobody")))
     client.cast({}, "echo", value=1)  # oslo semantics: not an error, but not silent either

@@ -263,23 +263,44 @@ class _FakeServer:
         self.killed = True
 
 
-def _fake_rpc_run(monkeypatch):
+def _fake_rpc_run(monkeypatch, args=("--quick",), values=None):
+    """A run whose workers are faked; ``values`` gives each client round's numbers in turn."""
     _FakeServer.started = []
     clients = []
+    values = iter(values or [])
 
     def fake_client(target, kwargs, timeout, name=None):
         clients.append((target, kwargs, name))
         if kwargs["impl"] == "oslo" and not kwargs.get("eventlet"):  # all but eventlet rounds
             return {"error": "client failed"}
-        return {k: {"p50_ms": 1.0, "rate": 10.0, "by": kwargs["impl"]}
+        p50, rate = next(values, (1.0, 10.0))
+        return {k: {"p50_ms": p50, "rate": rate, "by": kwargs["impl"]}
                 for k in ("rpc_call_seq", "rpc_call_threads", "rpc_cast")}
 
     monkeypatch.setattr(run, "Worker", _FakeServer)
     monkeypatch.setattr(run, "run_worker", fake_client)
     from bench import brokers
 
-    r = run.Run(run.build_parser().parse_args(["--quick"]))
+    r = run.Run(run.build_parser().parse_args(list(args)))
     return r, brokers.RabbitVhost("t"), clients
+
+
+def test_rpc_rounds_interleave_the_columns_and_keep_each_keys_median(monkeypatch):
+    # ntrabbit rounds alternate ntrabbit, oslo (only the eventlet ones both answer, three
+    # values go to the threaded ntrabbit rounds); each key's median is taken on its own
+    # metric: p50 for the sequential calls, the rate for the others
+    values = [(0.9, 30.0), (1.5, 10.0), (0.6, 50.0), (1.4, 12.0), (0.7, 20.0), (1.6, 11.0)]
+    r, vhost, clients = _fake_rpc_run(monkeypatch, ("--quick", "--rounds", "3"),
+                                      [(2.0, 1.0)] * 3 + values)
+    r.ntrabbit(vhost)
+    names = [n for _, _, n in clients]
+    assert names[:6] == ["ntrabbit-client/threads/ntrabbit", "ntrabbit-client/threads/oslo"] * 3
+    assert names[6:] == ["ntrabbit-client/eventlet/ntrabbit", "ntrabbit-client/eventlet/oslo"] * 3
+    ev_seq, ev_cast = r.results["ntrabbit_ev_call_seq"], r.results["ntrabbit_ev_cast"]
+    assert (ev_seq["ours"]["p50_ms"], ev_seq["ours"]["rounds"]) == (0.7, [0.9, 0.6, 0.7])
+    assert (ev_cast["ours"]["rate"], ev_cast["ours"]["rounds"]) == (30.0, [30.0, 50.0, 20.0])
+    assert (ev_seq["oslo"]["p50_ms"], ev_cast["oslo"]["rate"]) == (1.5, 11.0)
+    assert r.results["ntrabbit_cast"]["oslo"] == {"error": "client failed"}
 
 
 def test_rpc_round_records_each_key_per_impl(monkeypatch):
@@ -309,8 +330,9 @@ def test_ntrabbit_round_records_prefixed_keys_in_ours_and_oslo_columns(monkeypat
     assert [n for _, _, n in clients][-1] == "ntrabbit-client/eventlet/oslo"
     assert set(r.results) == {p + k for p in ("ntrabbit_", "ntrabbit_ev_")
                               for k in ("call_seq", "call_threads", "cast")}
-    assert r.results["ntrabbit_cast"] == {"ours": {"p50_ms": 1.0, "rate": 10.0, "by": "ntrabbit"},
-                                          "oslo": {"error": "client failed"}}
+    assert r.results["ntrabbit_cast"] == {
+        "ours": {"p50_ms": 1.0, "rate": 10.0, "by": "ntrabbit", "rounds": [10.0]},
+        "oslo": {"error": "client failed"}}
     assert r.results["ntrabbit_ev_call_seq"]["oslo"]["by"] == "oslo"
     assert {r.label for r in report.evaluate(r.results)} >= {"oslo API, ntrabbit:// vs rabbit://: call p50",
                                                              "  eventlet-patched: call p50"}

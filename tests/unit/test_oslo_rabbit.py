@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import logging
+import uuid
 from importlib import metadata
 from typing import Any
 
@@ -130,6 +131,15 @@ def test_rpc_message_gives_oslos_dispatcher_what_it_reads_and_replies() -> None:
     message.reply({"ok": 1})
     assert request.heartbeats == 1
     assert request.replies == [(None, failure), ({"ok": 1}, None)]
+
+
+def test_a_cast_is_logged_under_the_senders_unique_id_without_drawing_a_uuid(monkeypatch) -> None:
+    cast = Request()
+    cast.msg_id = None  # a cast: no reply expected
+    cast.unique_id = "5e4d"  # type: ignore[attr-defined]
+    monkeypatch.setattr(uuid, "uuid4", lambda: pytest.fail("a uuid was drawn for a cast"))
+    message = oslo_rabbit.OsloRpcMessage(cast, Offload(patched=False))
+    assert message.msg_id == "5e4d"
 
 
 def test_a_reply_that_fails_is_logged_not_raised(caplog) -> None:

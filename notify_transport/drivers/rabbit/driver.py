@@ -143,7 +143,7 @@ class RabbitDriver(BaseDriver):
                batch_timeout: float | None = None) -> Listener:
         replier = self._get_replier()
         return RpcListener(self._listening(), self.topology, self.codec, replier, target,
-                           prefetch=self.opts.rabbit_qos_prefetch_count,
+                           prefetch=self.opts.rabbit_qos_prefetch_count or self.opts.rpc_prefetch_count,
                            reconnect_delay=self.opts.kombu_reconnect_delay)
 
     # -- notifications -----------------------------------------------------------------

@@ -269,6 +269,13 @@ extra_opts = [
                help='Unacknowledged notifications a listener may hold at once '
                     'when rabbit_qos_prefetch_count is 0, so that the listeners '
                     'of a pool share the queue instead of one taking it all.'),
+    cfg.IntOpt('rpc_prefetch_count', default=100, min=1,
+               help='Requests an RPC server may hold unacknowledged when '
+                    'rabbit_qos_prefetch_count is 0 (requests are acknowledged '
+                    'as the server takes them for dispatch, so this bounds only '
+                    'what waits to be taken): the servers of a topic share its '
+                    'queue, and RabbitMQ does less work per request than with '
+                    'no limit.'),
     cfg.IntOpt('max_pending_notifications', default=10000, min=1,
                help='Notifications sent but not yet confirmed by the broker; a '
                     'send beyond that blocks (see pending_notifications_timeout).'),
