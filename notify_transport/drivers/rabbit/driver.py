@@ -128,6 +128,12 @@ class RabbitDriver(BaseDriver):
                                     self.url.redacted())
             return self._notifications
 
+    def _prefetch(self, bound: int) -> int:
+        """A consumer's prefetch: ``rabbit_qos_prefetch_count`` when set (oslo's, for every
+        consumer), else ``bound``, so that oslo's 0 ("no limit") does not let the broker push
+        a whole queue to its first consumer while the others of the queue wait."""
+        return self.opts.rabbit_qos_prefetch_count or bound
+
     # -- RPC ------------------------------------------------------------------------
     def send(self, target: Target, ctxt: dict, message: dict, wait_for_reply: bool = False,
              timeout: float | None = None, retry: int | None = None,
@@ -143,7 +149,7 @@ class RabbitDriver(BaseDriver):
                batch_timeout: float | None = None) -> Listener:
         replier = self._get_replier()
         return RpcListener(self._listening(), self.topology, self.codec, replier, target,
-                           prefetch=self.opts.rabbit_qos_prefetch_count or self.opts.rpc_prefetch_count,
+                           prefetch=self._prefetch(self.opts.rpc_prefetch_count),
                            reconnect_delay=self.opts.kombu_reconnect_delay)
 
     # -- notifications -----------------------------------------------------------------
@@ -155,9 +161,9 @@ class RabbitDriver(BaseDriver):
                                  pool: str | None, batch_size: int, batch_timeout: float | None,
                                  **options: Any) -> Listener:
         check_listen_options(options)
-        prefetch = self.opts.rabbit_qos_prefetch_count or self.opts.notification_prefetch_count
         return NotificationListener(self._listening(), self.topology, self.codec,
-                                    list(targets_and_priorities), pool, prefetch,
+                                    list(targets_and_priorities), pool,
+                                    self._prefetch(self.opts.notification_prefetch_count),
                                     self.opts.kombu_reconnect_delay)
 
     def flush(self, timeout: float | None = None) -> int:
