@@ -26,7 +26,7 @@ import sys
 import time
 import uuid
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any, Callable, Iterable
 
 from bench import brokers, procs, report
 from bench.procs import Worker, WorkerError, run_worker
@@ -254,28 +254,45 @@ class Run:
         finally:
             self.phase_seconds[name] = round(time.monotonic() - started, 1)
 
+    def interleaved(self, columns: Iterable[str], measure: Callable[[str, int], dict[str, dict]],
+                    metrics: dict[str, str]) -> None:
+        """``sizes.rounds`` rounds of ``measure(column, round_no)`` (key -> result) for each
+        column in turn, then each key's median round, ranked by ``metrics[key]``, recorded.
+
+        Interleaved (ours, oslo, raw, ours, ...): a change of the machine's load
+        hits every column alike, and one slow round does not make a ratio.
+        """
+        columns = list(columns)
+        results: dict[str, dict[str, list[dict]]] = {
+            column: {key: [] for key in metrics} for column in columns}
+        for n in range(self.sizes.rounds):
+            for column in columns:
+                for key, result in measure(column, n).items():
+                    results[column][key].append(result)
+                    self.progress(key, column, result, n)
+        for column, by_key in results.items():
+            for key, metric in metrics.items():
+                self.record(key, column, median_result(by_key[key], metric))
+
     # -- Kafka -------------------------------------------------------------------
     def kafka_send(self) -> None:
+        self.interleaved(self.impls, self._send_round, {"kafka_send": "rate"})
+
+    def _send_round(self, impl: str, n: int) -> dict[str, dict]:
         s = self.sizes
-        rounds: dict[str, list[dict]] = {impl: [] for impl in self.impls}
-        for n in range(s.rounds):
-            for impl in self.impls:   # interleaved: a change of machine load hits all alike
-                base = f"{self.prefix}-send-{impl}-{n}"
-                brokers.create_topics(self.bootstrap, [f"{base}.info"], 1)
-                result = run_worker("bench.kafka_send:run", dict(
-                    impl=impl, bootstrap=self.bootstrap, topic_base=base, count=s.send_count,
-                    warmup=s.send_warmup, context=self.args.context, max_seconds=s.send_max_seconds),
-                    timeout=s.send_max_seconds + 90, name=f"kafka_send/{impl}")
-                if "error" not in result:
-                    on_broker = brokers.end_offsets(self.bootstrap, f"{base}.info")
-                    result["on_broker"] = on_broker
-                    if on_broker < result["expected_on_broker"]:
-                        result["error"] = (f"only {on_broker} of {result['expected_on_broker']} "
-                                           "messages reached the broker")
-                rounds[impl].append(result)
-                self.progress("kafka_send", impl, result, n)
-        for impl, results in rounds.items():
-            self.record("kafka_send", impl, median_result(results, "rate"))
+        base = f"{self.prefix}-send-{impl}-{n}"
+        brokers.create_topics(self.bootstrap, [f"{base}.info"], 1)
+        result = run_worker("bench.kafka_send:run", dict(
+            impl=impl, bootstrap=self.bootstrap, topic_base=base, count=s.send_count,
+            warmup=s.send_warmup, context=self.args.context, max_seconds=s.send_max_seconds),
+            timeout=s.send_max_seconds + 90, name=f"kafka_send/{impl}")
+        if "error" not in result:
+            on_broker = brokers.end_offsets(self.bootstrap, f"{base}.info")
+            result["on_broker"] = on_broker
+            if on_broker < result["expected_on_broker"]:
+                result["error"] = (f"only {on_broker} of {result['expected_on_broker']} "
+                                   "messages reached the broker")
+        return {"kafka_send": result}
 
     def _prefill(self, topic: str, count: int) -> None:
         from confluent_kafka import Producer
@@ -303,24 +320,22 @@ class Run:
             topic = f"{base}.info"
             brokers.create_topics(self.bootstrap, [topic], partitions)
             self._prefill(topic, s.listen_count)
-            rounds: dict[str, list[dict]] = {impl: [] for impl in self.impls}
-            for n in range(s.rounds):
-                for impl in self.impls:
-                    group = f"{self.prefix}-pool-{impl}-p{partitions}-{n}"
-                    brokers.commit_start_offsets(self.bootstrap, group, topic)
-                    extra = {}
-                    if impl == "raw":  # and the decoding floor: consume + decode every record
-                        extra["decode_group"] = f"{group}-decode"
-                        brokers.commit_start_offsets(self.bootstrap, extra["decode_group"], topic)
-                    result = run_worker("bench.kafka_listen:run", dict(
-                        impl=impl, bootstrap=self.bootstrap, topic_base=base, group=group,
-                        expected=s.listen_count, max_seconds=s.listen_max_seconds,
-                        idle_seconds=s.listen_idle_seconds, **extra),
-                        timeout=s.listen_max_seconds + 90, name=f"{key}/{impl}")
-                    rounds[impl].append(result)
-                    self.progress(key, impl, result, n)
-            for impl, results in rounds.items():
-                self.record(key, impl, median_result(results, "rate"))
+            self.interleaved(self.impls, functools.partial(self._listen_round, key, base, topic),
+                             {key: "rate"})
+
+    def _listen_round(self, key: str, base: str, topic: str, impl: str, n: int) -> dict[str, dict]:
+        s = self.sizes
+        group = f"{self.prefix}-pool-{impl}-{key.removeprefix('kafka_listen_')}-{n}"
+        brokers.commit_start_offsets(self.bootstrap, group, topic)
+        extra = {}
+        if impl == "raw":  # and the decoding floor: consume + decode every record
+            extra["decode_group"] = f"{group}-decode"
+            brokers.commit_start_offsets(self.bootstrap, extra["decode_group"], topic)
+        return {key: run_worker("bench.kafka_listen:run", dict(
+            impl=impl, bootstrap=self.bootstrap, topic_base=base, group=group,
+            expected=s.listen_count, max_seconds=s.listen_max_seconds,
+            idle_seconds=s.listen_idle_seconds, **extra),
+            timeout=s.listen_max_seconds + 90, name=f"{key}/{impl}")}
 
     def serve_workers(self) -> None:
         """``notify-transport serve`` with 1 and 2 worker processes, one pool, one topic of
@@ -426,25 +441,19 @@ class Run:
 
     def _rpc_rounds(self, vhost: brokers.RabbitVhost, module: str, key_prefix: str,
                     runs: dict[str, dict[str, Any]]) -> None:
-        """``sizes.rounds`` interleaved rounds of every run (column -> worker arguments, with
-        ``name`` and ``topic``), each key's median recorded under ``key_prefix``.
+        """:meth:`interleaved` rounds of every run (column -> worker arguments, with ``name``
+        and ``topic``), the ``rpc_*`` keys recorded under ``key_prefix``."""
+        def renamed(key: str) -> str:
+            return key_prefix + key[len("rpc_"):]
 
-        Interleaved as the Kafka measures are: a change of the machine's load
-        hits every column alike, and one slow round does not make a ratio.
-        """
-        results: dict[str, dict[str, list[dict]]] = {
-            column: {key: [] for key in self.RPC_METRICS} for column in runs}
-        for n in range(self.sizes.rounds):
-            for column, run in runs.items():
-                args = dict(run)
-                name = args.pop("name")
-                for key, result in self._rpc_round(vhost, module, name, **args).items():
-                    results[column][key].append(result)
-                    self.progress(key_prefix + key[len("rpc_"):], column, result, n)
-        for column, by_key in results.items():
-            for key, metric in self.RPC_METRICS.items():
-                chosen = median_result(by_key[key], metric)
-                self.record(key_prefix + key[len("rpc_"):], column, chosen)
+        def measure(column: str, n: int) -> dict[str, dict]:
+            args = dict(runs[column])
+            name = args.pop("name")
+            return {renamed(key): result
+                    for key, result in self._rpc_round(vhost, module, name, **args).items()}
+
+        self.interleaved(runs, measure,
+                         {renamed(key): metric for key, metric in self.RPC_METRICS.items()})
 
     def rpc(self, vhost: brokers.RabbitVhost) -> None:
         runs = {}

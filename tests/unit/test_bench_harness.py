@@ -237,6 +237,29 @@ def test_median_result_keeps_a_real_round_and_all_values():
     assert run.median_result([], "rate") == {"error": "no result"}
 
 
+def test_kafka_send_rounds_interleave_the_impls_and_check_the_broker(monkeypatch):
+    # the Kafka send measure's rounds go through the same interleaving as the RPC ones;
+    # a round whose messages did not all reach the broker is an error, not a rate
+    calls, rates = [], iter([10.0, 1.0, 30.0, 3.0, 20.0, 2.0])
+
+    def fake_worker(target, kwargs, timeout, name=None):
+        calls.append((kwargs["impl"], kwargs["topic_base"]))
+        return {"rate": next(rates), "expected_on_broker": 5}
+
+    monkeypatch.setattr(run, "run_worker", fake_worker)
+    monkeypatch.setattr(run.brokers, "create_topics", lambda *a, **k: None)
+    monkeypatch.setattr(run.brokers, "end_offsets",
+                        lambda bootstrap, topic: 4 if topic.endswith("oslo-1.info") else 5)
+    r = run.Run(run.build_parser().parse_args(["--quick", "--rounds", "3", "--impls", "ours,oslo"]))
+    r.kafka_send()
+    assert [(impl, base.rsplit("-", 1)[1]) for impl, base in calls] == [
+        ("ours", "0"), ("oslo", "0"), ("ours", "1"), ("oslo", "1"), ("ours", "2"), ("oslo", "2")]
+    ours, oslo = r.results["kafka_send"]["ours"], r.results["kafka_send"]["oslo"]
+    assert (ours["rate"], ours["rounds"]) == (20.0, [10.0, 30.0, 20.0])
+    assert (oslo["rate"], oslo["rounds"]) == (1.0, [1.0, None, 2.0])
+    assert "1 of 3 rounds failed: only 4 of 5 messages reached the broker" in oslo["note"]
+
+
 # -- the RPC rounds (workers faked: which worker gets what, which keys are recorded) --------
 
 class _FakeServer:
