@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Set up from nothing, idempotently: a virtualenv in .venv with the project and
 # the extras named as arguments (default: everything the tests need), plus the
-# system pieces those extras need (Java for Spark, RabbitMQ for the tests).
+# system pieces those extras need (Java for Spark and Apache Kafka, Maven to fetch
+# Apache Kafka's jars from Maven Central into ~/.cache/notify-transport/jvm once;
+# RabbitMQ is started by scripts/rabbitmq.sh).
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 VENV=${VENV:-$ROOT/.venv}
@@ -29,11 +31,20 @@ fi
 log "installing notify-transport[$EXTRAS]"
 "$VENV/bin/python" -m pip install -q --disable-pip-version-check -e "$ROOT[$EXTRAS]"
 
+have_java17() { java -version 2>&1 | grep -qE 'version "(1[7-9]|2[0-9])'; }
+
+case ",$EXTRAS," in
+  *,test,*|*,bench,*)
+    # Apache Kafka 4 (the broker of record of the tests and benchmarks) runs on Java 17+
+    have_java17 || apt_install openjdk-17-jre-headless
+    command -v mvn >/dev/null 2>&1 || apt_install maven
+    log "fetching Apache Kafka's jars with Maven (cached after the first run)"
+    "$VENV/bin/python" -m notify_transport.jvm fetch apache-kafka >/dev/null ;;
+esac
+
 case ",$EXTRAS," in
   *,spark,*)
-    if ! java -version 2>&1 | grep -qE 'version "(17|21)'; then
-      apt_install openjdk-17-jre-headless
-    fi
+    have_java17 || apt_install openjdk-17-jre-headless
     # the pipeline report's browser test renders the page in headless Chromium
     if ! command -v chromium >/dev/null 2>&1 && ! command -v chromium-browser >/dev/null 2>&1; then
       apt_install chromium || log "chromium not installed: the report's browser test will be skipped"

@@ -163,27 +163,49 @@ class BrokerProcess(Broker):
         """Start the broker and wait until it answers metadata requests."""
         if self.running:
             return self
+        self.spawn()
+        self.wait_ready()
+        return self
+
+    def spawn(self) -> None:
+        """Start the process and return at once (:meth:`wait_ready` waits for it to serve)."""
         command = self.command()
         LOG.info("Starting %s broker on %s", self.name, self.bootstrap)
         with open(self.log_path, "ab") as log:
             self._process = subprocess.Popen(
                 command, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
-                start_new_session=True, preexec_fn=_die_with_parent if _main_thread() else None)
+                start_new_session=True, preexec_fn=_die_with_parent if _main_thread() else None,
+                **self.popen_options())
         with _RUNNING_LOCK:
             _RUNNING.add(self)
-        deadline = time.monotonic() + self.start_timeout
+
+    def popen_options(self) -> dict[str, Any]:
+        """More keyword arguments for :class:`subprocess.Popen` (a launcher's env or cwd)."""
+        return {}
+
+    def ready(self) -> bool:
+        """Whether the started broker serves clients (here: answers a metadata request)."""
+        return broker_answers(self.bootstrap, timeout=1.0)
+
+    def wait_ready(self, timeout: float | None = None) -> None:
+        """Wait until :meth:`ready`; :class:`BrokerStartError` if the process exits or time runs out."""
+        timeout = self.start_timeout if timeout is None else timeout
+        deadline = time.monotonic() + timeout
         while True:
-            code = self._process.poll()
+            process = self._process
+            if process is None:
+                raise BrokerStartError(f"{self.name} broker on {self.bootstrap} is not running")
+            code = process.poll()
             if code is not None:
-                self._process = None
+                self._forget_process()
                 raise BrokerStartError(f"{self.name} broker exited with status {code} while "
                                        f"starting on {self.bootstrap}:\n{self.log_tail()}")
-            if broker_answers(self.bootstrap, timeout=1.0):
-                return self
+            if self.ready():
+                return
             if time.monotonic() >= deadline:
                 self.stop()
                 raise BrokerStartError(f"{self.name} broker did not answer on {self.bootstrap} "
-                                       f"within {self.start_timeout}s:\n{self.log_tail()}")
+                                       f"within {timeout}s:\n{self.log_tail()}")
             time.sleep(0.1)
 
     def _forget_process(self) -> subprocess.Popen[bytes] | None:

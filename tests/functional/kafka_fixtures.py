@@ -1,10 +1,13 @@
 """Fixtures for the tests that use Kafka-protocol brokers.
 
-Brokers start once per session on free loopback ports: ``noida`` (noida-db,
-persists: the main broker) and ``tansu`` (memory only, short session timeout
-because it joins groups slowly otherwise). ``kafka_bootstrap`` runs a test on
-each of them and, when ``$NOTIFY_TRANSPORT_KAFKA_BOOTSTRAP`` names a real
-cluster, on that one too.
+Brokers start once per session on free loopback ports: ``apache_kafka`` (Apache
+Kafka, one KRaft node: the broker of record), ``kafka_cluster`` (Apache Kafka, three
+nodes, for the replication and failover tests), ``noida`` (noida-db, persists: the
+embedded default) and ``tansu`` (memory only, short session timeout because it
+joins groups slowly otherwise). ``kafka_broker`` runs a test on Apache Kafka and
+noida, ``kafka_bootstrap`` on all three kinds; both add the cluster named by
+``$NOTIFY_TRANSPORT_KAFKA_BOOTSTRAP`` when it is set. An Apache Kafka fixture keeps
+its brokers' logs (and says where) when a test of the session failed.
 """
 from __future__ import annotations
 
@@ -20,6 +23,7 @@ from oslo_config import cfg
 
 from waits import wait_until
 
+from notify_transport.testing.apache_kafka import ApacheKafka
 from notify_transport.testing.brokers import Broker, NoidaBroker, TansuBroker, external_kafka
 
 #: Every topic a test session creates starts with this, so that they can be found and deleted.
@@ -43,6 +47,46 @@ def settled(server: Any) -> bool:
 def kafka_url(broker: Broker, vhost: str | None = None, **query: Any) -> str:
     """``kafka://`` URL for ``broker`` with its client defaults and ``query`` options."""
     return broker.url(vhost, **query)
+
+
+#: The external cluster's fixture name, when $NOTIFY_TRANSPORT_KAFKA_BOOTSTRAP is set.
+EXTERNAL = ["external"] if external_kafka() is not None else []
+#: Brokers a test of the Kafka driver's behaviour runs on: the broker of record, the embedded default.
+KAFKA_BROKERS = ["apache_kafka", "noida", *EXTERNAL]
+
+
+@pytest.fixture(scope="session")
+def apache_kafka(request: pytest.FixtureRequest) -> Iterator[ApacheKafka]:
+    """Apache Kafka, one KRaft node (broker and controller): the broker of record."""
+    with _kept_logs_on_failure(request, ApacheKafka()) as broker:
+        yield broker
+
+
+@pytest.fixture(scope="session")
+def kafka_cluster(request: pytest.FixtureRequest) -> Iterator[ApacheKafka]:
+    """Apache Kafka, three nodes (replication factor 3, min.insync.replicas=2).
+
+    Tests that stop or kill a node start it again before they end (a fault test's
+    ``finally``), so the next test finds all three registered.
+    """
+    with _kept_logs_on_failure(request, ApacheKafka(nodes=3)) as cluster:
+        yield cluster
+
+
+@contextlib.contextmanager
+def _kept_logs_on_failure(request: pytest.FixtureRequest, broker: ApacheKafka) -> Iterator[ApacheKafka]:
+    failed_before = request.session.testsfailed
+    broker.start()
+    try:
+        yield broker
+    finally:
+        broker.close(keep_logs=request.session.testsfailed > failed_before)
+
+
+@pytest.fixture(params=KAFKA_BROKERS)
+def kafka_broker(request: pytest.FixtureRequest) -> Broker:
+    """Apache Kafka (one node), then noida (and the external cluster when set)."""
+    return request.getfixturevalue(request.param)
 
 
 @pytest.fixture(scope="session")
@@ -91,13 +135,9 @@ def external() -> Iterator[Broker]:
     _delete_session_topics(broker.bootstrap)
 
 
-def _broker_params() -> list[str]:
-    return ["noida", "tansu"] + (["external"] if external_kafka() is not None else [])
-
-
-@pytest.fixture(params=_broker_params())
+@pytest.fixture(params=["apache_kafka", "noida", "tansu", *EXTERNAL])
 def kafka_bootstrap(request: pytest.FixtureRequest) -> Broker:
-    """Each broker in turn (noida, tansu, and the external cluster when set).
+    """Each broker in turn (Apache Kafka, noida, tansu, and the external cluster when set).
 
     Returns the :class:`~notify_transport.testing.brokers.Broker`: ``.bootstrap``
     is its ``host:port`` list, ``.url(vhost, **options)`` a transport URL.

@@ -14,19 +14,18 @@ import uuid
 from typing import Any, Iterator
 
 import pytest
-from kafka_fixtures import settled
+from kafka_fixtures import KAFKA_BROKERS, settled
 from waits import time_between_batches, wait_for_clock, wait_until
 from confluent_kafka.admin import AdminClient
 
 import notify_transport as nt
-from notify_transport.testing.brokers import external_kafka
 from notify_transport.cli import main as cli_main
 from notify_transport.times import format_time
 
 pytestmark = pytest.mark.functional
 
 
-@pytest.fixture(params=["noida"] + (["external"] if external_kafka() is not None else []))
+@pytest.fixture(params=KAFKA_BROKERS)
 def broker(request: pytest.FixtureRequest) -> Any:
     """noida-db, and the cluster named by $NOTIFY_TRANSPORT_KAFKA_BOOTSTRAP when set."""
     return request.getfixturevalue(request.param)

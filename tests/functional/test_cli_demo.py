@@ -10,8 +10,8 @@ from notify_transport.cli import main as cli_main
 pytestmark = pytest.mark.functional
 
 
-def test_demo_on_a_configured_broker(noida, capsys) -> None:
-    code = cli_main.main(["demo", "--transport-url", noida.url(), "--count", "60"])
+def test_demo_on_a_configured_broker(kafka_broker, capsys) -> None:
+    code = cli_main.main(["demo", "--transport-url", kafka_broker.url(), "--count", "60"])
     out = capsys.readouterr().out
     assert code == 0, out
     assert "every pool received every notification exactly once" in out

@@ -21,14 +21,14 @@ import pytest
 from waits import time_between_batches, wait_until
 
 import notify_transport as nt
-from notify_transport.testing.brokers import external_kafka
+from kafka_fixtures import KAFKA_BROKERS
 
 pytestmark = pytest.mark.functional
 
 CLI = [sys.executable, "-m", "notify_transport.cli.main"]
 
 
-@pytest.fixture(params=["noida"] + (["external"] if external_kafka() is not None else []))
+@pytest.fixture(params=KAFKA_BROKERS)
 def broker(request: pytest.FixtureRequest) -> Any:
     return request.getfixturevalue(request.param)
 

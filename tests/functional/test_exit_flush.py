@@ -20,8 +20,8 @@ from pathlib import Path
 
 import pytest
 
-from kafka_fixtures import SESSION_PREFIX
-from notify_transport.testing.brokers import external_kafka, free_port
+from kafka_fixtures import KAFKA_BROKERS, SESSION_PREFIX
+from notify_transport.testing.brokers import free_port
 
 pytestmark = pytest.mark.functional
 
@@ -31,7 +31,7 @@ COUNT = 20
 RUN_TIMEOUT = 120.0
 #: Far beyond RUN_TIMEOUT: a child that waited for its messages' own timeout would hang the test.
 LONG_DELIVERY_TIMEOUT = 600
-BROKERS = ["noida"] + (["external"] if external_kafka() is not None else [])
+BROKERS = KAFKA_BROKERS
 #: Every API in both modes. ("nt", "eventlet") hung at its first send before notify_transport's
 #: own API ran the Kafka driver on native threads under monkey-patching (its delivery-report
 #: thread was a green thread looping on a blocking librdkafka poll): it fails on RUN_TIMEOUT.

@@ -100,11 +100,11 @@ def test_generated_records_are_what_they_claim():
         assert message["payload"]["n"] == n and ctxt == {"request_id": f"req-{n}"}
 
 
-def test_poison_and_fuzz_are_dead_lettered_good_ones_dispatched_once(noida, kafka_conf, unique_topic):
+def test_poison_and_fuzz_are_dead_lettered_good_ones_dispatched_once(kafka_broker, kafka_conf, unique_topic):
     topic = unique_topic("fuzz")
     kafka_topic = f"{topic}.info"
     transport = notify_transport.get_notification_transport(
-        kafka_conf, noida.url(topic_partitions=PARTITIONS))
+        kafka_conf, kafka_broker.url(topic_partitions=PARTITIONS))
     endpoint = Endpoint()
     server = notify_transport.get_notification_listener(
         transport, [Target(topic=topic)], [endpoint], pool=f"fuzz-{uuid.uuid4().hex[:6]}",
@@ -112,7 +112,7 @@ def test_poison_and_fuzz_are_dead_lettered_good_ones_dispatched_once(noida, kafk
     server.start()
     try:
         rng = random.Random(2024)
-        producer = Producer({"bootstrap.servers": noida.bootstrap, "linger.ms": 20})
+        producer = Producer({"bootstrap.servers": kafka_broker.bootstrap, "linger.ms": 20})
         kinds = ["bad"] * BAD + ["good"] * GOOD
         rng.shuffle(kinds)
         bad_at: dict[tuple[int, int], bytes | None] = {}

@@ -22,7 +22,7 @@ from typing import Any
 
 import pytest
 
-from notify_transport.testing.brokers import external_kafka
+from kafka_fixtures import KAFKA_BROKERS
 
 pytestmark = pytest.mark.functional
 
@@ -108,7 +108,7 @@ print(json.dumps({{name: sorted(p.got) for name, p in pools.items()}}))
 '''
 
 
-@pytest.fixture(params=["noida"] + (["external"] if external_kafka() is not None else []))
+@pytest.fixture(params=KAFKA_BROKERS)
 def broker(request: pytest.FixtureRequest) -> Any:
     return request.getfixturevalue(request.param)
 

@@ -113,8 +113,8 @@ def test_cleanup_flushes_for_a_bounded_time_and_reports_the_lost(kafka_driver, c
     assert any("4 notification(s)" in m and "are lost" in m for m in messages)
 
 
-def test_message_too_large_is_refused_at_send(noida, kafka_driver):
-    driver = kafka_driver(noida.url(producer_config="message.max.bytes:2000"))
+def test_message_too_large_is_refused_at_send(kafka_broker, kafka_driver):
+    driver = kafka_driver(kafka_broker.url(producer_config="message.max.bytes:2000"))
     with pytest.raises(MessageDeliveryFailure, match="too large"):
         driver.send_notification(Target(topic="big.info"), {}, notification(size=5000), 2.0)
     driver.send_notification(Target(topic="big.info"), {}, notification(size=10), 2.0)
@@ -122,9 +122,9 @@ def test_message_too_large_is_refused_at_send(noida, kafka_driver):
     assert driver.delivery_stats() == {"sent": 2, "delivered": 1, "failed": 1, "pending": 0}
 
 
-def test_unknown_topic_without_auto_creation_is_reported(noida, kafka_driver, unique_topic, caplog):
+def test_unknown_topic_without_auto_creation_is_reported(kafka_broker, kafka_driver, unique_topic, caplog):
     caplog.set_level(logging.ERROR, KAFKA_LOGGER)
-    driver = kafka_driver(noida.url(delivery_timeout=1,
+    driver = kafka_driver(kafka_broker.url(delivery_timeout=1,
                                     producer_config="allow.auto.create.topics:false"))
     topic = unique_topic("missing")
     driver.send_notification(Target(topic=f"{topic}.info"), {}, notification(), 2.0)
@@ -133,9 +133,9 @@ def test_unknown_topic_without_auto_creation_is_reported(noida, kafka_driver, un
     assert any(f"Kafka topic {topic}.info failed" in r.getMessage() for r in caplog.records)
 
 
-def test_every_delivery_report_is_counted(kafka_driver, unique_topic, noida):
+def test_every_delivery_report_is_counted(kafka_driver, unique_topic, kafka_broker):
     """On a healthy broker every notification is confirmed and counted once."""
-    driver = kafka_driver(noida.url())
+    driver = kafka_driver(kafka_broker.url())
     topic = unique_topic("ok")
     for i in range(200):
         driver.send_notification(Target(topic=f"{topic}.info"), {}, notification(i), 2.0)

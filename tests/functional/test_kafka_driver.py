@@ -229,8 +229,8 @@ def test_commit_before_dispatch(kafka_bootstrap, kafka_driver, unique_topic, col
     assert len(successor.settle()) == 2
 
 
-def test_poll_respects_max_messages_and_timeout(noida, kafka_driver, unique_topic):
-    driver = kafka_driver(noida.url(max_poll_records=4))
+def test_poll_respects_max_messages_and_timeout(kafka_broker, kafka_driver, unique_topic):
+    driver = kafka_driver(kafka_broker.url(max_poll_records=4))
     topic = unique_topic("max")
     listener = listener_for(driver, [(topic, "info")])
     listener.start()
@@ -251,8 +251,8 @@ def test_poll_respects_max_messages_and_timeout(noida, kafka_driver, unique_topi
     listener.cleanup()
 
 
-def test_stop_wakes_a_blocked_poll(noida, kafka_driver, unique_topic):
-    driver = kafka_driver(noida.url())
+def test_stop_wakes_a_blocked_poll(kafka_broker, kafka_driver, unique_topic):
+    driver = kafka_driver(kafka_broker.url())
     listener = listener_for(driver, [(unique_topic("w"), "info")])
     listener.start()
     result = []
@@ -264,12 +264,12 @@ def test_stop_wakes_a_blocked_poll(noida, kafka_driver, unique_topic):
     listener.cleanup()
 
 
-def test_listener_creates_missing_topics_with_partitions(noida, kafka_driver, unique_topic):
-    driver = kafka_driver(noida.url("vh", topic_partitions=3))
+def test_listener_creates_missing_topics_with_partitions(kafka_broker, kafka_driver, unique_topic):
+    driver = kafka_driver(kafka_broker.url("vh", topic_partitions=3))
     topic = unique_topic("new")
     listener = listener_for(driver, [(topic, "info"), (topic, "error")])
     listener.start()
-    metadata = AdminClient({"bootstrap.servers": noida.bootstrap}).list_topics(timeout=10)
+    metadata = AdminClient({"bootstrap.servers": kafka_broker.bootstrap}).list_topics(timeout=10)
     for name in (f"{topic}.info.vh", f"{topic}.error.vh"):
         assert len(metadata.topics[name].partitions) == 3
     assert listener.assignment == {(f"{topic}.{p}.vh", n) for p in ("info", "error") for n in range(3)}
@@ -304,11 +304,11 @@ def test_start_fails_clearly_when_the_broker_is_down(kafka_driver):
     listener.cleanup()
 
 
-def test_start_fails_clearly_on_a_setting_the_broker_refuses(noida, kafka_driver, unique_topic):
+def test_start_fails_clearly_on_a_setting_the_broker_refuses(kafka_broker, kafka_driver, unique_topic):
     from notify_transport.drivers.kafka.consumer import KafkaListenerError
 
-    # noida, like Kafka, refuses session timeouts under 6 s
-    driver = kafka_driver(noida.url(session_timeout=1, heartbeat_interval=0.2))
+    # kafka_broker, like Kafka, refuses session timeouts under 6 s
+    driver = kafka_driver(kafka_broker.url(session_timeout=1, heartbeat_interval=0.2))
     listener = listener_for(driver, [(unique_topic("refused"), "info")])
     with pytest.raises(KafkaListenerError, match="(?i)invalid session timeout"):
         listener.start()
@@ -316,8 +316,8 @@ def test_start_fails_clearly_on_a_setting_the_broker_refuses(noida, kafka_driver
     listener.cleanup()
 
 
-def test_requeue_is_reported_in_commit_before_dispatch_mode(noida, kafka_driver, unique_topic, caplog):
-    driver = kafka_driver(noida.url())
+def test_requeue_is_reported_in_commit_before_dispatch_mode(kafka_broker, kafka_driver, unique_topic, caplog):
+    driver = kafka_driver(kafka_broker.url())
     topic = unique_topic("rq")
     listener = listener_for(driver, [(topic, "info")])
     listener.start()

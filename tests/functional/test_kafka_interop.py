@@ -66,8 +66,8 @@ def start_from_beginning(broker, group: str, topics: list[str]) -> None:
 
 
 @pytest.fixture
-def oslo_transport(noida):
-    transport = oslo_messaging.get_notification_transport(cfg.CONF, url=plain_url(noida))
+def oslo_transport(kafka_broker):
+    transport = oslo_messaging.get_notification_transport(cfg.CONF, url=plain_url(kafka_broker))
     yield transport
     transport.cleanup()
 
@@ -78,17 +78,17 @@ def ours(kafka_conf, broker):
     return notify_transport.get_notification_transport(kafka_conf, broker.url())
 
 
-def test_oslo_notifier_to_our_listener(noida, oslo_transport, kafka_conf, unique_topic):
+def test_oslo_notifier_to_our_listener(kafka_broker, oslo_transport, kafka_conf, unique_topic):
     """Both libraries' listeners get the same oslo notification with identical arguments."""
     import notify_transport
 
     topic = unique_topic("from-oslo")
-    transport = ours(kafka_conf, noida)
+    transport = ours(kafka_conf, kafka_broker)
     recorder, oslo_recorder = Recorder(2), Recorder(2)
     listener = notify_transport.get_notification_listener(
         transport, [notify_transport.Target(topic=topic)], [recorder], pool="ours")
     listener.start()
-    start_from_beginning(noida, "oslo-listener", [f"{topic}.info", f"{topic}.error"])
+    start_from_beginning(kafka_broker, "oslo-listener", [f"{topic}.info", f"{topic}.error"])
     oslo_listener = oslo_messaging.get_notification_listener(
         oslo_transport, [oslo_messaging.Target(topic=topic)], [oslo_recorder], executor="threading",
         pool="oslo-listener")
@@ -123,18 +123,18 @@ def test_oslo_notifier_to_our_listener(noida, oslo_transport, kafka_conf, unique
 
 
 @pytest.mark.parametrize("driver_name", ["messagingv2", "messaging"])
-def test_our_notifier_to_oslo_listener(noida, oslo_transport, kafka_conf, unique_topic, driver_name):
+def test_our_notifier_to_oslo_listener(kafka_broker, oslo_transport, kafka_conf, unique_topic, driver_name):
     import notify_transport
 
     topic = unique_topic("to-oslo")
     group = f"oslo-{uuid.uuid4().hex[:6]}"
-    start_from_beginning(noida, group, [f"{topic}.info", f"{topic}.error"])
+    start_from_beginning(kafka_broker, group, [f"{topic}.info", f"{topic}.error"])
     oslo_recorder = Recorder(3)
     oslo_listener = oslo_messaging.get_notification_listener(
         oslo_transport, [oslo_messaging.Target(topic=topic)], [oslo_recorder], executor="threading",
         pool=group)
     oslo_listener.start()
-    transport = ours(kafka_conf, noida)
+    transport = ours(kafka_conf, kafka_broker)
     try:
         notifier = notify_transport.Notifier(transport, publisher_id="compute.our-host",
                                              driver=driver_name, topics=[topic])

@@ -54,8 +54,8 @@ def create_topic(driver, topic: str, partitions: int) -> None:
 
 
 @pytest.fixture
-def transport(noida, kafka_conf):
-    made = notify_transport.get_notification_transport(kafka_conf, noida.url())
+def transport(kafka_broker, kafka_conf):
+    made = notify_transport.get_notification_transport(kafka_conf, kafka_broker.url())
     yield made
     made.cleanup()
 
@@ -114,14 +114,14 @@ def test_a_reader_has_no_committed_position(transport):
 
 # -- the partition consumer ------------------------------------------------------------------
 
-def test_partition_consumer_seek_and_latest_message_id(transport, noida, unique_topic):
+def test_partition_consumer_seek_and_latest_message_id(transport, kafka_broker, unique_topic):
     topic = unique_topic("seek")
     driver = transport.driver
     create_topic(driver, topic, 1)
     with driver.partition_consumer(topic, 0, "earliest") as consumer:
         assert consumer.latest_message_id() is None  # empty partition
         assert consumer.receive(timeout=0.3) is None
-        produce(noida, topic, [f"v{i}".encode() for i in range(5)])
+        produce(kafka_broker, topic, [f"v{i}".encode() for i in range(5)])
         assert consumer.latest_message_id() == MessageId(topic, 0, 4)
         first = consumer.receive(timeout=10)
         assert (first.value, first.id) == (b"v0", MessageId(topic, 0, 0))
@@ -134,7 +134,7 @@ def test_partition_consumer_seek_and_latest_message_id(transport, noida, unique_
             consumer.seek(MessageId("other", 0, 1))
     with driver.partition_consumer(topic, 0, "latest") as consumer:
         assert consumer.receive(timeout=0.3) is None
-        produce(noida, topic, [b"new"])
+        produce(kafka_broker, topic, [b"new"])
         assert consumer.receive(timeout=10).id == MessageId(topic, 0, 5)
     with driver.partition_consumer(topic, 0, 99) as consumer:  # past the end: clamped
         assert consumer.position == 6
@@ -142,12 +142,12 @@ def test_partition_consumer_seek_and_latest_message_id(transport, noida, unique_
 
 # -- iterator readers ---------------------------------------------------------------------
 
-def test_iterators_per_partition_compose_and_close_without_leaks(transport, noida, unique_topic):
+def test_iterators_per_partition_compose_and_close_without_leaks(transport, kafka_broker, unique_topic):
     topic = unique_topic("iter")
     driver = transport.driver
     create_topic(driver, topic, 3)
     for partition in range(3):
-        produce(noida, topic, [f"{partition}-{i}".encode() for i in range(20)], partition=partition)
+        produce(kafka_broker, topic, [f"{partition}-{i}".encode() for i in range(20)], partition=partition)
     python_before = set(threading.enumerate())
     native_before = native_threads()
 
@@ -184,14 +184,14 @@ def test_iterators_per_partition_compose_and_close_without_leaks(transport, noid
         f"librdkafka threads left: {native_threads()} > {native_before}")
 
 
-def test_one_reader_covers_several_partitions_between_start_and_end_offsets(transport, noida, unique_topic):
+def test_one_reader_covers_several_partitions_between_start_and_end_offsets(transport, kafka_broker, unique_topic):
     from notify_transport.kafka import StartPosition
 
     topic, later = unique_topic("ranges"), unique_topic("later")
     driver = transport.driver
     create_topic(driver, topic, 3)
     for partition in range(3):
-        produce(noida, topic, [f"{partition}-{i}".encode() for i in range(10)], partition=partition)
+        produce(kafka_broker, topic, [f"{partition}-{i}".encode() for i in range(10)], partition=partition)
     native_before = native_threads()
     with driver.reader("ranges") as reader:
         # given ranges (the Spark source's offset ranges) and a position resolved for one more partition
@@ -204,7 +204,7 @@ def test_one_reader_covers_several_partitions_between_start_and_end_offsets(tran
         assert reader.receive(100, timeout=0.3) == []
         # a topic created while reading (tail's new topics) is added and followed without an end
         create_topic(driver, later, 1)
-        produce(noida, later, [b"x"])
+        produce(kafka_broker, later, [b"x"])
         found, missing = reader.partitions_of([later, unique_topic("absent")])
         assert found == [(later, 0)] and len(missing) == 1
         reader.open(found, StartPosition("earliest"))
@@ -216,12 +216,12 @@ def test_one_reader_covers_several_partitions_between_start_and_end_offsets(tran
         f"librdkafka threads left: {native_threads()} > {native_before}")
 
 
-def test_follow_mode_reads_what_arrives_later(transport, noida, unique_topic):
+def test_follow_mode_reads_what_arrives_later(transport, kafka_broker, unique_topic):
     topic = unique_topic("follow")
     driver = transport.driver
     create_topic(driver, topic, 1)
     with PartitionIterator(driver.partition_consumer(topic, 0, "earliest")) as it:
-        threading.Timer(0.3, produce, (noida, topic, [b"late-1", b"late-2"])).start()
+        threading.Timer(0.3, produce, (kafka_broker, topic, [b"late-1", b"late-2"])).start()
         got = [next(it).value, next(it).value]
     assert got == [b"late-1", b"late-2"]
 

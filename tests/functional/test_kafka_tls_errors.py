@@ -26,28 +26,28 @@ class Endpoint:
         pass
 
 
-def test_missing_ca_file_is_named_when_the_transport_is_built(noida, kafka_conf, tmp_path):
+def test_missing_ca_file_is_named_when_the_transport_is_built(kafka_broker, kafka_conf, tmp_path):
     missing = tmp_path / "ca.pem"
     with pytest.raises(ConfigurationError, match=f"ssl_cafile names '{missing}', which does not exist"):
         notify_transport.get_notification_transport(
-            kafka_conf, noida.url(security_protocol="SSL", ssl_cafile=str(missing)))
+            kafka_conf, kafka_broker.url(security_protocol="SSL", ssl_cafile=str(missing)))
 
 
-def test_tls_against_a_plaintext_listener_reports_the_handshake(noida, kafka_conf, tmp_path,
+def test_tls_against_a_plaintext_listener_reports_the_handshake(kafka_broker, kafka_conf, tmp_path,
                                                                  unique_topic):
     made = self_signed_certificate(tmp_path)
     if made is None:
         pytest.skip("openssl could not make a certificate")
     _, cert = made
     transport = notify_transport.get_notification_transport(
-        kafka_conf, noida.url(security_protocol="SSL", ssl_cafile=str(cert), listener_start_timeout=3))
+        kafka_conf, kafka_broker.url(security_protocol="SSL", ssl_cafile=str(cert), listener_start_timeout=3))
     try:
         server = notify_transport.get_notification_listener(
             transport, [Target(topic=unique_topic("tls"))], [Endpoint()], pool="tls")
         with pytest.raises(ServerListenError) as info:
             server.start()
         text = str(info.value)
-        assert f"Cannot reach the Kafka cluster at {noida.bootstrap}" in text, text
+        assert f"Cannot reach the Kafka cluster at {kafka_broker.bootstrap}" in text, text
         # librdkafka's documented codes for a TLS connection refused at the transport level
         assert re.search(r"last error: (_SSL|_TRANSPORT): ", text), text
         assert "security_protocol is SSL: does the listener speak TLS?" in text, text

@@ -17,7 +17,7 @@ from confluent_kafka.admin import AdminClient
 from oslo_config import cfg
 
 import notify_transport as nt
-from notify_transport.testing.brokers import external_kafka
+from kafka_fixtures import KAFKA_BROKERS
 
 pytestmark = pytest.mark.functional
 
@@ -27,7 +27,7 @@ oslo_context = pytest.importorskip("oslo_context.context")
 PAYLOAD = {"instance_id": "i-1", "nested": {"list": [1, {"x": None}], "unicode": "héllo ✓"}, "n": 3.5}
 
 
-@pytest.fixture(params=["noida"] + (["external"] if external_kafka() is not None else []))
+@pytest.fixture(params=KAFKA_BROKERS)
 def broker(request: pytest.FixtureRequest) -> Any:
     """noida-db, and the cluster named by $NOTIFY_TRANSPORT_KAFKA_BOOTSTRAP when set."""
     return request.getfixturevalue(request.param)

@@ -19,8 +19,7 @@ from typing import Any
 
 import pytest
 
-from kafka_fixtures import SESSION_PREFIX
-from notify_transport.testing.brokers import external_kafka
+from kafka_fixtures import KAFKA_BROKERS, SESSION_PREFIX
 
 pytestmark = pytest.mark.functional
 
@@ -38,7 +37,7 @@ STOP_BOUND = 60.0
 #: Generous, for a loaded machine; a poll held on the hub blocks for seconds, or for ever.
 MAX_GAP = 1.5
 EXECUTORS = ("eventlet", "threading")
-BROKERS = ["noida"] + (["external"] if external_kafka() is not None else [])
+BROKERS = KAFKA_BROKERS
 
 
 def run_service(bootstrap: str, executor: str, script: Path = SERVICE,

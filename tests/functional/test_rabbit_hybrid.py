@@ -26,13 +26,13 @@ class Notes:
             self.got.append((publisher_id, event_type, payload))
 
 
-def test_rpc_on_rabbit_notifications_on_kafka(rabbit, noida, unique, unique_topic, servers):
+def test_rpc_on_rabbit_notifications_on_kafka(rabbit, kafka_broker, unique, unique_topic, servers):
     conf = cfg.ConfigOpts()
     conf([])
     options.register_transport_opts(conf)
     options.register_notifier_opts(conf)
     conf.set_override("transport_url", rabbit)
-    conf.set_override("transport_url", noida.url(), group="oslo_messaging_notifications")
+    conf.set_override("transport_url", kafka_broker.url(), group="oslo_messaging_notifications")
 
     rpc_transport = rpc.get_rpc_transport(conf)
     notify_transport = nt.get_notification_transport(conf)

@@ -26,7 +26,7 @@ from waits import wait_until
 from oslo_config import cfg
 
 import notify_transport as nt
-from notify_transport.testing.brokers import external_kafka
+from kafka_fixtures import KAFKA_BROKERS
 
 pytestmark = pytest.mark.functional
 
@@ -37,7 +37,7 @@ START_TIMEOUT = 90.0
 STOP_TIMEOUT = 20.0
 
 
-@pytest.fixture(params=["noida"] + (["external"] if external_kafka() is not None else []))
+@pytest.fixture(params=KAFKA_BROKERS)
 def broker(request: pytest.FixtureRequest) -> Any:
     """noida-db, and the cluster named by $NOTIFY_TRANSPORT_KAFKA_BOOTSTRAP when set."""
     return request.getfixturevalue(request.param)

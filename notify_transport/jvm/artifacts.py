@@ -1,0 +1,131 @@
+"""JVM pieces from Maven Central, fetched once with Maven and kept in a cache.
+
+Apache Kafka's broker (for the launchers in :mod:`notify_transport.testing`) is
+published as jars, not as a download this project may rely on. Each set of jars
+is described by a pom shipped in ``notify_transport/jvm/poms/``; :func:`fetch`
+runs ``mvn dependency:copy-dependencies`` on it once and keeps the jars in a
+directory named after the pom's content and the version properties, so a later
+call (set-up run again, a test session, a launcher) finds them without Maven
+or the network. :func:`classpath` only looks: it never downloads.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+import shutil
+import subprocess
+import tempfile
+from dataclasses import dataclass, field
+from importlib import resources
+from pathlib import Path
+from typing import Mapping
+
+LOG = logging.getLogger(__name__)
+
+#: Environment variable that moves the cache (default ``~/.cache/notify-transport/jvm``).
+CACHE_ENV = "NOTIFY_TRANSPORT_JVM_CACHE"
+#: The file written last into a complete cache entry: the jar names, one per line.
+MANIFEST = "jars.txt"
+#: Seconds one Maven run may take (a first fetch on a slow mirror).
+MAVEN_TIMEOUT = 900.0
+
+
+class JvmArtifactsError(RuntimeError):
+    """A set of jars is not in the cache, or Maven could not fetch it (the message says which)."""
+
+
+@dataclass(frozen=True)
+class ArtifactSet:
+    """One pom of ``poms/`` and the version properties it is fetched with."""
+
+    name: str
+    properties: Mapping[str, str] = field(default_factory=dict)
+
+    def pom_text(self) -> str:
+        try:
+            return resources.files(__package__).joinpath("poms", f"{self.name}.xml").read_text()
+        except FileNotFoundError:
+            known = sorted(p.name[:-4] for p in resources.files(__package__).joinpath("poms").iterdir()
+                           if p.name.endswith(".xml"))
+            raise JvmArtifactsError(f"no pom named {self.name!r}; known: {', '.join(known)}") from None
+
+    def key(self) -> str:
+        """Cache entry name: changes whenever the pom or a property changes."""
+        digest = hashlib.sha256(self.pom_text().encode())
+        digest.update(json.dumps(sorted(self.properties.items())).encode())
+        return f"{self.name}-{digest.hexdigest()[:12]}"
+
+    def describe(self) -> str:
+        props = " ".join(f"{k}={v}" for k, v in sorted(self.properties.items()))
+        return f"{self.name}{' ' + props if props else ''}"
+
+
+def cache_root() -> Path:
+    root = os.environ.get(CACHE_ENV)
+    return Path(root) if root else Path.home() / ".cache" / "notify-transport" / "jvm"
+
+
+def _cached(entry: Path) -> list[Path] | None:
+    """The jars of a complete entry, or None when it is missing or was left half-written."""
+    try:
+        names = (entry / MANIFEST).read_text().split()
+    except OSError:
+        return None
+    jars = [entry / "jars" / name for name in names]
+    return jars if jars and all(jar.is_file() for jar in jars) else None
+
+
+def classpath(artifacts: ArtifactSet) -> list[Path]:
+    """The cached jars of ``artifacts``; :class:`JvmArtifactsError` naming the set-up step if absent."""
+    jars = _cached(cache_root() / artifacts.key())
+    if jars is None:
+        raise JvmArtifactsError(
+            f"the jars of {artifacts.describe()} are not in {cache_root()}: run "
+            f"`python -m notify_transport.jvm fetch {artifacts.name}` (make setup does) first")
+    return jars
+
+
+def fetch(artifacts: ArtifactSet, maven: str | None = None) -> list[Path]:
+    """The jars of ``artifacts``, fetched with Maven the first time (idempotent, safe to race)."""
+    entry = cache_root() / artifacts.key()
+    jars = _cached(entry)
+    if jars is not None:
+        return jars
+    maven = maven or shutil.which("mvn")
+    if not maven:
+        raise JvmArtifactsError(f"Maven (mvn) is needed to fetch {artifacts.describe()}: "
+                                "apt-get install maven")
+    entry.parent.mkdir(parents=True, exist_ok=True)
+    if entry.exists():  # left half-written by a run that was killed
+        shutil.rmtree(entry, ignore_errors=True)
+    work = Path(tempfile.mkdtemp(prefix=f".{artifacts.name}-", dir=entry.parent))
+    try:
+        (work / "pom.xml").write_text(artifacts.pom_text())
+        command = [maven, "-B", "-q", "-f", str(work / "pom.xml"),
+                   *(f"-D{k}={v}" for k, v in sorted(artifacts.properties.items())),
+                   "dependency:copy-dependencies", "-DincludeScope=runtime",
+                   f"-DoutputDirectory={work / 'jars'}"]
+        LOG.info("Fetching %s with Maven", artifacts.describe())
+        done = subprocess.run(command, stdin=subprocess.DEVNULL, capture_output=True, text=True,
+                              timeout=MAVEN_TIMEOUT)
+        if done.returncode != 0:
+            tail = "\n".join((done.stdout + done.stderr).splitlines()[-20:])
+            raise JvmArtifactsError(f"Maven could not fetch {artifacts.describe()} "
+                                    f"(exit {done.returncode}):\n{tail}")
+        names = sorted(p.name for p in (work / "jars").glob("*.jar"))
+        if not names:
+            raise JvmArtifactsError(f"Maven fetched no jar for {artifacts.describe()}")
+        (work / MANIFEST).write_text("\n".join(names) + "\n")
+        try:
+            work.rename(entry)
+        except OSError:
+            # another process completed the same entry first: keep its copy
+            if _cached(entry) is None:
+                raise
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    jars = _cached(entry)
+    assert jars is not None
+    return jars

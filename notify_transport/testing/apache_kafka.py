@@ -1,0 +1,348 @@
+"""Apache Kafka (KRaft) for tests, benchmarks and the demo: one node, or a cluster of three.
+
+The broker of record: what operators of an OpenStack notification bus run. Its
+jars come from Maven Central through :mod:`notify_transport.jvm` (fetched by the
+set-up, or here on first use), and each node runs as ``java kafka.Kafka`` in its
+own process group on free loopback ports, formatted once with
+``kafka.tools.StorageTool``. Every node is a broker and a controller of a static
+quorum; a three-node cluster replicates each topic three times and refuses
+writes that fewer than two replicas hold (``min.insync.replicas=2``), as a
+production cluster does. Nodes can be stopped, SIGKILLed and restarted one at a
+time; their logs stay in :attr:`ApacheKafka.base_dir` until :meth:`close`
+(``keep_logs=True`` keeps them for a failing test).
+"""
+from __future__ import annotations
+
+import base64
+import concurrent.futures
+import contextlib
+import logging
+import os
+import shutil
+import subprocess
+import tempfile
+import time
+import uuid
+from pathlib import Path
+from typing import Any, Callable, Mapping
+
+from notify_transport.jvm import ArtifactSet, fetch
+from notify_transport.testing.brokers import (LOOPBACK, Broker, BrokerProcess, BrokerStartError,
+                                              free_port)
+
+LOG = logging.getLogger(__name__)
+
+#: The pom of :mod:`notify_transport.jvm` that holds Apache Kafka's broker.
+POM = "apache-kafka"
+
+#: Broker settings every node gets; a launcher's ``broker_config`` overrides them.
+#: They keep Kafka's semantics and only shorten waits that suit a data centre, not a test:
+BASE_CONFIG: Mapping[str, Any] = {
+    "auto.create.topics.enable": "true",
+    "num.partitions": 1,
+    # a first consumer group is served at once instead of after 3 s
+    "group.initial.rebalance.delay.ms": 0,
+    # the offsets topic is created on the first group's first request: 50 partitions
+    # (Kafka's default) times three replicas would make that first request slow
+    "offsets.topic.num.partitions": 10,
+    # KIP-848 groups: the broker decides the session and heartbeat (the client's
+    # session.timeout.ms does not apply); defaults 45 s and 5 s, here a dead member
+    # is evicted after 10 s and a new member's assignment spreads within half a second
+    "group.consumer.session.timeout.ms": 10000,
+    "group.consumer.min.session.timeout.ms": 6000,
+    "group.consumer.heartbeat.interval.ms": 500,
+    "group.consumer.min.heartbeat.interval.ms": 500,
+    "log.cleaner.dedupe.buffer.size": 16 * 1024 * 1024,
+}
+
+_LOG4J2 = """\
+status = warn
+appender.out.type = Console
+appender.out.name = out
+appender.out.layout.type = PatternLayout
+appender.out.layout.pattern = [%d] %p %m (%c)%n
+rootLogger.level = INFO
+rootLogger.appenderRef.out.ref = out
+logger.kafka.name = kafka
+logger.kafka.level = INFO
+logger.state.name = state.change.logger
+logger.state.level = WARN
+"""
+
+
+def java_binary() -> str:
+    """``$JAVA_HOME/bin/java`` when set, else ``java`` on the PATH (Kafka 4 needs Java 17+)."""
+    home = os.environ.get("JAVA_HOME")
+    candidate = Path(home) / "bin" / "java" if home else None
+    if candidate is not None and candidate.is_file():
+        return str(candidate)
+    found = shutil.which("java")
+    if not found:
+        raise BrokerStartError("Java 17 or later is needed to run Apache Kafka: "
+                               "apt-get install openjdk-17-jre-headless")
+    return found
+
+
+def cluster_id() -> str:
+    """A new KRaft cluster id: 16 random bytes, URL-safe base64 without padding (as Kafka makes them)."""
+    return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+
+
+class KafkaNode(BrokerProcess):
+    """One ``kafka.Kafka`` process, broker and controller, of an :class:`ApacheKafka` cluster."""
+
+    name = "apache-kafka"
+    start_timeout = 90.0
+    # a controlled shutdown moves leadership away first; in a cluster it takes a few seconds
+    stop_timeout = 30.0
+
+    def __init__(self, cluster: "ApacheKafka", node_id: int, port: int, controller_port: int) -> None:
+        self.cluster = cluster
+        self.node_id = node_id
+        self.controller_port = controller_port
+        self.data_dir = cluster.base_dir / f"node-{node_id}" / "data"
+        super().__init__(port)
+        # logs beside the data, under the cluster's directory, so that close() keeps or removes both
+        shutil.rmtree(self._log_dir, ignore_errors=True)
+        self._log_dir = cluster.base_dir / f"node-{node_id}"
+        self._log_dir.mkdir(parents=True, exist_ok=True)
+        self.log_path = self._log_dir / "server.log"
+        self.config_path = self._log_dir / "server.properties"
+
+    def __repr__(self) -> str:
+        return f"<KafkaNode {self.node_id} {self.bootstrap}>"
+
+    def properties(self) -> dict[str, Any]:
+        size = len(self.cluster.nodes)
+        replicas = min(3, size)
+        in_sync = 2 if size >= 3 else 1
+        props: dict[str, Any] = {
+            "process.roles": "broker,controller",
+            "node.id": self.node_id,
+            "controller.quorum.voters": self.cluster.voters(),
+            "listeners": f"PLAINTEXT://{LOOPBACK}:{self.port},CONTROLLER://{LOOPBACK}:{self.controller_port}",
+            "advertised.listeners": f"PLAINTEXT://{LOOPBACK}:{self.port}",
+            "controller.listener.names": "CONTROLLER",
+            "inter.broker.listener.name": "PLAINTEXT",
+            "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
+            "log.dirs": str(self.data_dir),
+            "default.replication.factor": replicas,
+            "min.insync.replicas": in_sync,
+            "offsets.topic.replication.factor": replicas,
+            "transaction.state.log.replication.factor": replicas,
+            "transaction.state.log.min.isr": in_sync,
+            "share.coordinator.state.topic.replication.factor": replicas,
+            "share.coordinator.state.topic.min.isr": in_sync,
+            **BASE_CONFIG,
+            **self.cluster.broker_config,
+        }
+        return props
+
+    def write_config(self) -> None:
+        lines = [f"{key}={value}" for key, value in self.properties().items()]
+        self.config_path.write_text("\n".join(lines) + "\n")
+        (self._log_dir / "log4j2.properties").write_text(_LOG4J2)
+
+    def formatted(self) -> bool:
+        return (self.data_dir / "meta.properties").is_file()
+
+    def format_command(self) -> list[str]:
+        return [*self._java(), "kafka.tools.StorageTool", "format", "-t", self.cluster.cluster_id,
+                "-c", str(self.config_path), "--ignore-formatted"]
+
+    def _java(self) -> list[str]:
+        return [java_binary(), *self.cluster.jvm_options,
+                f"-Dlog4j2.configurationFile={self._log_dir / 'log4j2.properties'}",
+                "-Djava.awt.headless=true", "-cp", self.cluster.classpath()]
+
+    def command(self) -> list[str]:
+        return [*self._java(), "kafka.Kafka", str(self.config_path)]
+
+    def format(self) -> None:
+        """Write the node's configuration and format its log directory (once)."""
+        self.write_config()
+        if self.formatted():
+            return
+        with open(self.log_path, "ab") as log:
+            done = subprocess.run(self.format_command(), stdin=subprocess.DEVNULL, stdout=log,
+                                  stderr=subprocess.STDOUT, timeout=120)
+        if done.returncode != 0:
+            raise BrokerStartError(f"formatting Kafka node {self.node_id} failed "
+                                   f"(status {done.returncode}):\n{self.log_tail()}")
+
+    def ready(self) -> bool:
+        """Registered and serving: the node answers metadata and lists itself among the brokers."""
+        return self.node_id in self.cluster.registered_brokers(self.bootstrap)
+
+    def start(self) -> "KafkaNode":
+        """Start this node again (after stop or kill); returns once it is registered."""
+        if self.running:
+            return self
+        self.format()
+        self.spawn()
+        self.wait_ready()
+        return self
+
+    def _wait_port_free(self, timeout: float = 5.0) -> None:
+        super()._wait_port_free(timeout)
+        port, self.port = self.port, self.controller_port
+        try:
+            super()._wait_port_free(timeout)
+        finally:
+            self.port = port
+
+
+class ApacheKafka(Broker):
+    """Apache Kafka in KRaft mode: ``nodes`` combined broker+controller processes on loopback.
+
+    ``ApacheKafka()`` is one node (replication factor 1); ``ApacheKafka(nodes=3)`` a
+    cluster (replication factor 3, ``min.insync.replicas=2``). :meth:`start` returns
+    once every node is registered; :meth:`node` gives one node to stop, kill or restart.
+    """
+
+    name = "apache-kafka"
+
+    def __init__(self, nodes: int = 1, version: str | None = None,
+                 broker_config: Mapping[str, Any] | None = None,
+                 jvm_options: tuple[str, ...] = ("-Xms128m", "-Xmx768m"),
+                 base_dir: str | os.PathLike[str] | None = None) -> None:
+        if nodes < 1:
+            raise ValueError("an Apache Kafka cluster needs at least one node")
+        self.artifacts = ArtifactSet(POM, {"kafka.version": version} if version else {})
+        self.broker_config = dict(broker_config or {})
+        self.jvm_options = tuple(jvm_options)
+        self._own_base_dir = base_dir is None
+        self.base_dir = Path(base_dir) if base_dir is not None else Path(
+            tempfile.mkdtemp(prefix="notify-transport-apache-kafka-"))
+        self.cluster_id = cluster_id()
+        self._classpath: str | None = None
+        self.nodes: list[KafkaNode] = []
+        for node_id in range(1, nodes + 1):
+            self.nodes.append(KafkaNode(self, node_id, free_port(), free_port()))
+
+    @property
+    def bootstrap(self) -> str:
+        return ",".join(node.bootstrap for node in self.nodes)
+
+    @property
+    def name_and_size(self) -> str:
+        return f"{self.name} x{len(self.nodes)}"
+
+    def __repr__(self) -> str:
+        return f"<ApacheKafka {len(self.nodes)} node(s) {self.bootstrap}>"
+
+    def voters(self) -> str:
+        return ",".join(f"{n.node_id}@{LOOPBACK}:{n.controller_port}" for n in self.nodes)
+
+    def classpath(self) -> str:
+        """The broker's jars (fetched with Maven on first use, then from the cache)."""
+        if self._classpath is None:
+            self._classpath = os.pathsep.join(str(jar) for jar in fetch(self.artifacts))
+        return self._classpath
+
+    def node(self, node_id: int) -> KafkaNode:
+        """The node with this id (1-based)."""
+        return self.nodes[node_id - 1]
+
+    @property
+    def running(self) -> bool:
+        return any(node.running for node in self.nodes)
+
+    # -- life cycle ------------------------------------------------------------------
+
+    def start(self) -> "ApacheKafka":
+        """Start every node that is not running; return once all are registered."""
+        stopped = [node for node in self.nodes if not node.running]
+        if not stopped:
+            return self
+        self.classpath()
+        self._each(lambda node: node.format(), stopped)
+        for node in stopped:
+            node.spawn()
+        try:
+            self._each(lambda node: node.wait_ready(), stopped)
+        except BrokerStartError:
+            self.stop()
+            raise
+        return self
+
+    def stop(self) -> None:
+        """SIGTERM every node at once (a controlled shutdown), SIGKILL what does not exit."""
+        self._each(lambda node: node.stop(), [n for n in self.nodes if n.running])
+
+    def kill(self) -> None:
+        """SIGKILL every node: the whole cluster crashes."""
+        self._each(lambda node: node.kill(), [n for n in self.nodes if n.running])
+
+    def restart(self) -> "ApacheKafka":
+        self.stop()
+        return self.start()
+
+    def close(self, keep_logs: bool = False) -> None:
+        """Stop every node and remove the data and logs, unless ``keep_logs`` (then say where)."""
+        self.stop()
+        if keep_logs:
+            LOG.warning("Apache Kafka logs kept in %s", self.base_dir)
+        elif self._own_base_dir:
+            shutil.rmtree(self.base_dir, ignore_errors=True)
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close(keep_logs=exc[0] is not None)
+
+    def log_tail(self, lines: int = 30) -> str:
+        return "\n".join(f"--- node {n.node_id} ---\n{n.log_tail(lines)}" for n in self.nodes)
+
+    @staticmethod
+    def _each(action: Callable[[KafkaNode], Any], nodes: list[KafkaNode]) -> None:
+        if len(nodes) == 1:
+            action(nodes[0])
+            return
+        with concurrent.futures.ThreadPoolExecutor(len(nodes)) as pool:
+            for future in [pool.submit(action, node) for node in nodes]:
+                future.result()
+
+    # -- what tests ask of the cluster ---------------------------------------------------
+
+    def registered_brokers(self, bootstrap: str | None = None, timeout: float = 2.0) -> set[int]:
+        """Ids of the brokers the cluster's metadata lists now (empty when nobody answers)."""
+        from confluent_kafka import KafkaException
+        from confluent_kafka.admin import AdminClient
+
+        admin = AdminClient({"bootstrap.servers": bootstrap or self.bootstrap,
+                             "logger": logging.getLogger(f"{__name__}.probe"),  # type: ignore[dict-item]
+                             "reconnect.backoff.max.ms": 200, "socket.connection.setup.timeout.ms": 1000})
+        try:
+            return set(admin.list_topics(timeout=timeout).brokers)
+        except KafkaException:
+            return set()
+
+    def leader_of(self, topic: str, partition: int = 0, timeout: float = 10.0) -> KafkaNode:
+        """The node that leads ``topic``'s ``partition`` now (waits for one to be elected)."""
+        from confluent_kafka.admin import AdminClient
+
+        admin = AdminClient({"bootstrap.servers": self.bootstrap})
+        deadline = time.monotonic() + timeout
+        while True:
+            with contextlib.suppress(Exception):
+                meta = admin.list_topics(topic, timeout=2).topics[topic].partitions[partition]
+                if meta.leader >= 1:
+                    return self.node(meta.leader)
+            if time.monotonic() >= deadline:
+                raise TimeoutError(f"no leader for {topic}[{partition}] within {timeout}s")
+            time.sleep(0.1)
+
+    def wait_in_sync(self, topic: str, partitions: int = 1, timeout: float = 60.0) -> None:
+        """Wait until every replica of ``topic``'s partitions is in sync (after a node came back)."""
+        from confluent_kafka.admin import AdminClient
+
+        admin = AdminClient({"bootstrap.servers": self.bootstrap})
+        deadline = time.monotonic() + timeout
+        while True:
+            with contextlib.suppress(Exception):
+                parts = admin.list_topics(topic, timeout=2).topics[topic].partitions
+                if len(parts) >= partitions and all(
+                        set(p.isrs) == set(p.replicas) for p in parts.values()):
+                    return
+            if time.monotonic() >= deadline:
+                raise TimeoutError(f"{topic}'s replicas not all in sync within {timeout}s")
+            time.sleep(0.2)

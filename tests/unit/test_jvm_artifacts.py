@@ -1,0 +1,112 @@
+"""The jar cache of notify_transport.jvm, with a stand-in ``mvn`` script (no network, no Maven)."""
+from __future__ import annotations
+
+import os
+import stat
+from pathlib import Path
+
+import pytest
+
+from notify_transport.jvm import ArtifactSet, JvmArtifactsError, classpath, fetch
+from notify_transport.jvm.__main__ import main as jvm_main
+from notify_transport.testing.apache_kafka import ApacheKafka
+
+FAKE_MVN = """#!/bin/sh
+# records its arguments, then writes two jars where -DoutputDirectory= says
+echo "$@" >> "{calls}"
+for arg in "$@"; do
+  case "$arg" in -DoutputDirectory=*) out="${{arg#-DoutputDirectory=}}";; esac
+done
+[ -n "{fail}" ] && {{ echo "[ERROR] Could not resolve dependencies"; exit 1; }}
+mkdir -p "$out" && echo a > "$out/a-1.jar" && echo b > "$out/b-2.jar"
+"""
+
+
+@pytest.fixture
+def cache(tmp_path, monkeypatch) -> Path:
+    monkeypatch.setenv("NOTIFY_TRANSPORT_JVM_CACHE", str(tmp_path / "cache"))
+    return tmp_path / "cache"
+
+
+def fake_mvn(tmp_path: Path, fail: bool = False) -> tuple[str, Path]:
+    calls = tmp_path / "calls.txt"
+    script = tmp_path / ("mvn-fail" if fail else "mvn")
+    script.write_text(FAKE_MVN.format(calls=calls, fail="yes" if fail else ""))
+    script.chmod(script.stat().st_mode | stat.S_IEXEC)
+    return str(script), calls
+
+
+def test_fetch_once_then_from_the_cache(cache, tmp_path):
+    mvn, calls = fake_mvn(tmp_path)
+    artifacts = ArtifactSet("apache-kafka", {"kafka.version": "4.1.1"})
+    jars = fetch(artifacts, maven=mvn)
+    assert [jar.name for jar in jars] == ["a-1.jar", "b-2.jar"]
+    assert all(jar.is_file() and cache in jar.parents for jar in jars)
+    assert "-Dkafka.version=4.1.1" in calls.read_text()
+    assert fetch(artifacts, maven=mvn) == jars and classpath(artifacts) == jars
+    assert len(calls.read_text().splitlines()) == 1  # the second fetch ran no Maven
+
+
+def test_classpath_never_downloads_and_names_the_set_up_step(cache):
+    with pytest.raises(JvmArtifactsError, match="python -m notify_transport.jvm fetch apache-kafka"):
+        classpath(ArtifactSet("apache-kafka"))
+
+
+def test_each_version_has_its_own_entry(cache, tmp_path):
+    mvn, calls = fake_mvn(tmp_path)
+    one = fetch(ArtifactSet("apache-kafka", {"kafka.version": "4.0.0"}), maven=mvn)
+    two = fetch(ArtifactSet("apache-kafka", {"kafka.version": "4.1.1"}), maven=mvn)
+    assert one[0].parent != two[0].parent and len(calls.read_text().splitlines()) == 2
+
+
+def test_a_half_written_entry_is_fetched_again(cache, tmp_path):
+    mvn, calls = fake_mvn(tmp_path)
+    artifacts = ArtifactSet("apache-kafka")
+    jars = fetch(artifacts, maven=mvn)
+    jars[1].unlink()  # a run killed while copying, or a cleaned cache
+    assert fetch(artifacts, maven=mvn)[1].is_file()
+    assert len(calls.read_text().splitlines()) == 2
+
+
+def test_a_failed_fetch_says_so_and_leaves_no_entry(cache, tmp_path):
+    mvn, _ = fake_mvn(tmp_path, fail=True)
+    artifacts = ArtifactSet("apache-kafka")
+    with pytest.raises(JvmArtifactsError, match="Could not resolve dependencies"):
+        fetch(artifacts, maven=mvn)
+    with pytest.raises(JvmArtifactsError):
+        classpath(artifacts)
+    assert not any(p for p in cache.iterdir() if not p.name.startswith("."))
+
+
+def test_unknown_pom_and_missing_maven(cache, monkeypatch):
+    with pytest.raises(JvmArtifactsError, match="no pom named 'nope'.*apache-kafka"):
+        fetch(ArtifactSet("nope"))
+    monkeypatch.setenv("PATH", "")
+    with pytest.raises(JvmArtifactsError, match="apt-get install maven"):
+        fetch(ArtifactSet("apache-kafka"))
+
+
+def test_command_line_reports_errors_in_one_line(cache, capsys):
+    assert jvm_main(["classpath", "apache-kafka"]) == 1
+    assert capsys.readouterr().err.startswith("error: the jars of apache-kafka")
+    with pytest.raises(SystemExit):
+        jvm_main(["fetch", "apache-kafka", "-D", "no-equals-sign"])
+
+
+def test_cluster_configuration_follows_its_size(tmp_path):
+    single = ApacheKafka(base_dir=tmp_path / "one")
+    props = single.node(1).properties()
+    assert props["default.replication.factor"] == 1 and props["min.insync.replicas"] == 1
+    assert props["offsets.topic.replication.factor"] == 1
+    cluster = ApacheKafka(nodes=3, base_dir=tmp_path / "three", broker_config={"num.partitions": 4})
+    voters = cluster.voters().split(",")
+    assert [v.split("@")[0] for v in voters] == ["1", "2", "3"]
+    for node in cluster.nodes:
+        props = node.properties()
+        assert props["node.id"] == node.node_id and props["controller.quorum.voters"] == cluster.voters()
+        assert props["default.replication.factor"] == 3 and props["min.insync.replicas"] == 2
+        assert props["transaction.state.log.min.isr"] == 2 and props["num.partitions"] == 4
+        assert props["log.dirs"].startswith(str(tmp_path / "three"))
+    ports = [n.port for n in cluster.nodes] + [n.controller_port for n in cluster.nodes]
+    assert len(set(ports)) == 6 and cluster.bootstrap.count(",") == 2
+    assert os.path.basename(cluster.node(2).data_dir.parent) == "node-2"
