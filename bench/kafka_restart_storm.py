@@ -69,6 +69,9 @@ class StormResult:
     seconds: float = 0.0
     #: the first missing ids (not lost by the broker) and when each was sent, relative to each kill
     missing_sample: list[tuple[int, list[float]]] = field(default_factory=list)
+    #: per listener pool: mode, dispatched, missing (in the topic, never dispatched), duplicated,
+    #: missing_after_last_fault (sent once the last fault was over)
+    pools: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     @property
     def failed_ratio(self) -> float:
@@ -133,24 +136,116 @@ def _first_delivery(transport: Any, since: float, timeout: float) -> float:
     return -1.0
 
 
+class BrokerCrash:
+    """The storm's fault on one broker: SIGKILL it, keep it down ``down`` s, start it again."""
+
+    def __init__(self, broker: Any, down: float) -> None:
+        self.broker, self.down = broker, down
+
+    def strike(self, stop: threading.Event) -> tuple[float, float]:
+        """Do the fault once; (when it began, when the broker answered again)."""
+        self.broker.kill()
+        began = time.monotonic()
+        stop.wait(self.down)
+        self.broker.start()  # returns once the broker answers metadata requests
+        return began, time.monotonic()
+
+
+class LeaderCrash:
+    """Three-node Apache Kafka: SIGKILL the node leading ``topic``'s partition 0, restart it after
+    ``down`` s and wait until its replicas are in sync again."""
+
+    def __init__(self, cluster: Any, topic: str, down: float) -> None:
+        self.cluster, self.topic, self.down = cluster, topic, down
+
+    def strike(self, stop: threading.Event) -> tuple[float, float]:
+        node = self.cluster.leader_of(self.topic)
+        node.kill()
+        began = time.monotonic()
+        stop.wait(self.down)
+        node.start()  # returns once the node is registered again
+        answered = time.monotonic()
+        self.cluster.wait_in_sync(self.topic)
+        return began, answered
+
+
+class RollingRestart:
+    """Three-node Apache Kafka: SIGTERM each node in turn (a controlled shutdown), start it again and
+    wait until every replica of ``topic`` is in sync before the next."""
+
+    def __init__(self, cluster: Any, topic: str) -> None:
+        self.cluster, self.topic = cluster, topic
+
+    def strike(self, stop: threading.Event) -> tuple[float, float]:
+        began = time.monotonic()
+        for node in self.cluster.nodes:
+            node.stop()
+            node.start()
+            self.cluster.wait_in_sync(self.topic)
+        return began, time.monotonic()
+
+
+class ClusterCrash:
+    """Every node of an Apache Kafka cluster SIGKILLed at once, all started again after ``down`` s."""
+
+    def __init__(self, cluster: Any, down: float) -> None:
+        self.cluster, self.down = cluster, down
+
+    def strike(self, stop: threading.Event) -> tuple[float, float]:
+        self.cluster.kill()
+        began = time.monotonic()
+        stop.wait(self.down)
+        self.cluster.start()  # returns once every node is registered
+        return began, time.monotonic()
+
+
+class PoolRecorder:
+    """The ids a listener pool dispatched during the storm (each copy counted)."""
+
+    def __init__(self) -> None:
+        self.ids: collections.Counter[int] = collections.Counter()
+        self._lock = threading.Lock()
+
+    def info(self, ctxt: Any, publisher_id: str, event_type: str, payload: Any, metadata: Any) -> None:
+        with self._lock:
+            self.ids[payload["i"]] += 1
+
+
 def run_storm(broker: Any, conf: Any, topic: str, *, threads: int = 8, rate: float = 400.0,
               cycles: int = 3, down: float = 3.0, up: float = 4.0, before: float = 2.0,
-              keeps_data: bool = True, **query: Any) -> StormResult:
+              keeps_data: bool = True, fault: Any = None, crash_window: bool = True,
+              pools: dict[str, str] | None = None, topic_partitions: int = 1,
+              **query: Any) -> StormResult:
     """Run the storm against ``broker`` (a started :class:`~notify_transport.testing.brokers.BrokerProcess`).
 
     ``keeps_data``: the broker keeps its data across a kill (noida-db); else
-    (Tansu) the topic is created again after each start. ``query``: transport
-    URL options.
+    (Tansu) the topic is created again after each start. ``fault``: what each
+    cycle does (default :class:`BrokerCrash` of ``broker``); ``crash_window``:
+    whether writes acknowledged just before a fault may be lost by the broker
+    (a single node without replicas), else every confirmed one is checked.
+    ``pools``: listener pools started before the storm, ``{pool: delivery_mode}``;
+    what each received is in ``result.pools``. ``query``: transport URL options.
     """
     import notify_transport
     from notify_transport import Notifier
     from notify_transport.exceptions import MessageDeliveryFailure
 
     result = StormResult(broker.name, threads, rate, cycles, down)
-    transport = notify_transport.get_notification_transport(conf, broker.url(**query))
+    fault = fault or BrokerCrash(broker, down)
+    transport = notify_transport.get_notification_transport(
+        conf, broker.url(topic_partitions=topic_partitions, **query))
     driver: Any = transport.driver  # the Kafka driver: its admin client creates the topic
     kafka_topic = f"{topic}.info"
     driver._admin.ensure_topics([kafka_topic])
+    recorders: dict[str, PoolRecorder] = {}
+    listeners = []
+    for pool, mode in (pools or {}).items():
+        recorders[pool] = PoolRecorder()
+        listener = notify_transport.get_notification_listener(
+            transport, [notify_transport.Target(topic=topic)], [recorders[pool]], pool=pool,
+            executor="threading", delivery_mode=mode)
+        listener.start()
+        listeners.append(listener)
     notifier = Notifier(transport, driver="messagingv2", topics=[topic], publisher_id="storm")
     ids = iter(range(10 ** 9))
     ids_lock = threading.Lock()
@@ -178,16 +273,15 @@ def run_storm(broker: Any, conf: Any, topic: str, *, threads: int = 8, rate: flo
                for n in range(threads)]
     started = time.monotonic()
     kills: list[float] = []
+    answers: list[float] = []
     for thread in senders:
         thread.start()
     try:
         stop.wait(before)
         for _ in range(cycles):
-            broker.kill()
-            kills.append(time.monotonic())
-            stop.wait(down)
-            broker.start()  # returns once the broker answers metadata requests
-            answered = time.monotonic()
+            began, answered = fault.strike(stop)
+            kills.append(began)
+            answers.append(answered)
             if not keeps_data:
                 driver._admin.ensure_topics([kafka_topic])
             result.first_delivery_after_answer.append(_first_delivery(transport, answered, up + 30))
@@ -213,11 +307,32 @@ def run_storm(broker: Any, conf: Any, topic: str, *, threads: int = 8, rate: flo
     result.duplicated = sum(n - 1 for n in counts.values() if n > 1)
     result.checked = len(checked)
     missing = [i for i in checked if i not in counts]
-    lost_by_broker = [i for i in missing if in_crash_window(sent_at[i], kills)]
+    lost_by_broker = [i for i in missing if crash_window and in_crash_window(sent_at[i], kills)]
     result.broker_lost = len(lost_by_broker)
     result.missing = len(missing) - len(lost_by_broker)
     lost_by_us = sorted(set(missing) - set(lost_by_broker))
     result.missing_sample = [(i, [round(sent_at[i] - k, 3) for k in kills]) for i in lost_by_us[:20]]
+    in_topic = set(counts)
+    for pool, recorder in recorders.items():
+        # wait until the pool has dispatched everything in the topic, or nothing new comes
+        seen, deadline = -1, time.monotonic() + 60
+        while time.monotonic() < deadline and not in_topic <= set(recorder.ids):
+            now = len(recorder.ids)
+            if now == seen:
+                break
+            seen = now
+            time.sleep(3.0)
+        got = set(recorder.ids)
+        result.pools[pool] = {"mode": (pools or {})[pool], "dispatched": sum(recorder.ids.values()),
+                              "missing": len(in_topic - got),
+                              "duplicated": sum(n - 1 for n in recorder.ids.values() if n > 1),
+                              "missing_after_last_fault": len(
+                                  {i for i in in_topic if sent_at[i] >= answers[-1] + up} - got)
+                              if answers else 0}
+    for listener in listeners:
+        listener.stop()
+    for listener in listeners:
+        listener.wait()
     transport.cleanup()
     return result
 

@@ -377,7 +377,17 @@ def test_get_entry_point_servers_embeds_the_listeners(listener_dists, tmp_path, 
 
 
 def test_two_workers_share_the_pool_survive_a_killed_worker_and_stop_on_sigterm(serve, tmp_path, broker) -> None:
-    setup = Setup(tmp_path, broker.url(topic_partitions=4),
+    killed_worker_is_replaced(serve, tmp_path, broker, broker.url(topic_partitions=4))
+
+
+def test_a_killed_worker_is_replaced_under_the_kip848_group_protocol(serve, tmp_path, apache_kafka) -> None:
+    """Kafka 4's consumer protocol: the broker moves the dead worker's partitions, nothing is lost."""
+    killed_worker_is_replaced(serve, tmp_path, apache_kafka,
+                              apache_kafka.url(topic_partitions=4, group_protocol="consumer"))
+
+
+def killed_worker_is_replaced(serve, tmp_path, broker, url: str) -> None:
+    setup = Setup(tmp_path, url,
                   audit={"topics": "{topic}", "max_in_flight": 20}, billing={"topics": "{topic}"})
     count = 300
     proc = serve(setup, "audit", "--workers", "2", "--stats-interval", "1", NT_LISTENER_DELAY="0.01")

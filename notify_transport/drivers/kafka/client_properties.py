@@ -160,6 +160,22 @@ def _group_timeouts(opts: types.SimpleNamespace) -> dict[str, int]:
     return {"session.timeout.ms": session_ms, "heartbeat.interval.ms": heartbeat_ms}
 
 
+#: ``group_protocol`` values: the classic rebalance protocol, and Kafka 4's KIP-848 protocol.
+CLASSIC, KIP848 = "classic", "consumer"
+
+
+def group_protocol_config(opts: types.SimpleNamespace) -> dict[str, Any]:
+    """The group membership properties of ``group_protocol``.
+
+    With KIP-848 the broker owns the session, the heartbeat and the assignor:
+    librdkafka refuses the client-side properties, so none is set.
+    """
+    if getattr(opts, "group_protocol", CLASSIC) == KIP848:
+        return {"group.protocol": KIP848}
+    # spreads several single-partition topics over the pool's listeners
+    return {**_group_timeouts(opts), "partition.assignment.strategy": "roundrobin"}
+
+
 def consumer_config(url: Any, opts: types.SimpleNamespace, group_id: str) -> dict[str, Any]:
     """Consumer properties. Offsets are stored and committed by the listener, never implicitly."""
     return client_config(url, opts, CONSUMER, {
@@ -173,10 +189,8 @@ def consumer_config(url: Any, opts: types.SimpleNamespace, group_id: str) -> dic
         # listener is still busy with what it has (see prefetch_messages)
         "queued.min.messages": opts.prefetch_messages,
         "fetch.queue.backoff.ms": int(round(opts.prefetch_backoff * 1000)),
-        **_group_timeouts(opts),
+        **group_protocol_config(opts),
         "enable.partition.eof": False,
-        # spreads several single-partition topics over the pool's listeners
-        "partition.assignment.strategy": "roundrobin",
     })
 
 

@@ -80,6 +80,8 @@ class GroupInfo:
     members: int
     #: which member holds each assigned partition
     owners: Mapping[Partition, Member] = dataclasses.field(default_factory=dict)
+    #: every member's id, those without partitions too
+    member_ids: frozenset[str] = frozenset()
 
     @property
     def unknown(self) -> bool:
@@ -274,12 +276,13 @@ class ClusterAdmin:
         description = self._answer(futures[pool], f"describing pool {pool!r}")
         state = getattr(description.state, "name", str(description.state)).lower()
         owners: dict[Partition, Member] = {}
+        member_ids = frozenset(member.member_id for member in description.members or [])
         for member in description.members or []:
             who = Member(member.member_id, member.client_id, member.host)
             assignment = member.assignment.topic_partitions if member.assignment is not None else []
             for tp in assignment or []:
                 owners[(tp.topic, tp.partition)] = who
-        return GroupInfo(pool, state, len(description.members or []), owners)
+        return GroupInfo(pool, state, len(description.members or []), owners, member_ids)
 
     def committed(self, pool: str, partitions: Sequence[Partition] | None = None) -> dict[Partition, int]:
         """The pool's committed offsets (-1 where it has none); all of its partitions when None."""

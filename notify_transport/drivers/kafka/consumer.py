@@ -54,6 +54,10 @@ PERMANENT_ERRORS = frozenset(getattr(KafkaError, name) for name in (
     "UNSUPPORTED_VERSION", "_FATAL") if hasattr(KafkaError, name))
 
 
+#: Seconds between checks, under KIP-848, that the group took a listener in without partitions.
+KIP848_JOIN_CHECK = 0.25
+
+
 class KafkaListenerError(MessagingException):
     """The consumer hit an error that retrying cannot fix."""
 
@@ -86,7 +90,10 @@ class KafkaListener(Listener):
         self._config = dict(config)
         self._earliest = str(config.get("auto.offset.reset", "latest")) in ("earliest", "smallest",
                                                                             "beginning")
-        self._cooperative = "cooperative" in str(config.get("partition.assignment.strategy", ""))
+        self._kip848 = config.get("group.protocol") == "consumer"
+        # KIP-848 groups hand out and take back partitions incrementally, as cooperative ones do
+        self._cooperative = ("cooperative" in str(config.get("partition.assignment.strategy", ""))
+                             or self._kip848)
         self._admin = admin
         self._max_records = max(1, int(max_poll_records))
         self._slice = max(0.001, min(consumer_timeout, STOP_CHECK_INTERVAL))
@@ -168,10 +175,15 @@ class KafkaListener(Listener):
         consumer.subscribe(self.topics + self.retry_topics, on_assign=self._on_assign,
                            on_revoke=self._on_revoke, on_lost=self._on_lost)
         deadline = time.monotonic() + self._start_timeout
+        next_check = time.monotonic() + KIP848_JOIN_CHECK
         try:
             while not self._joined.is_set():
                 if self.stopped:
                     return
+                if self._kip848 and time.monotonic() >= next_check:
+                    next_check = time.monotonic() + KIP848_JOIN_CHECK
+                    if self._joined_without_partitions(consumer):
+                        break
                 record = consumer.poll(0.05)
                 if record is not None:
                     err = record.error()
@@ -189,6 +201,29 @@ class KafkaListener(Listener):
             self._close_consumer()
             raise
         LOG.debug("%s started with partitions %s", self.name, sorted(self._assignment))
+
+    def _joined_without_partitions(self, consumer: confluent_kafka.Consumer) -> bool:
+        """KIP-848: whether the group took this member in and has nothing for it.
+
+        librdkafka calls no rebalance callback for an empty assignment under the
+        consumer protocol, so a listener joining a pool whose partitions are all
+        held would otherwise wait for its whole start timeout. A stable group
+        that lists this member and gives it no partition means it is in.
+        """
+        if self._admin is None:
+            return False
+        try:
+            info = self._admin.describe_pool(self.group_id)
+        except Exception as exc:  # noqa: BLE001 - the next check or an assignment may succeed
+            LOG.debug("%s: describing the group failed: %s", self.name, exc)
+            return False
+        me = consumer.memberid()
+        if info.state != "stable" or me not in info.member_ids:
+            return False
+        if any(owner.member_id == me for owner in info.owners.values()):
+            return False  # partitions are on their way: on_assign will come
+        LOG.debug("%s: in the group with no partition (all held by other listeners)", self.name)
+        return True
 
     def _on_assign(self, consumer: confluent_kafka.Consumer, partitions: list[TopicPartition]) -> None:
         try:

@@ -123,6 +123,17 @@ extra_opts = [
     cfg.FloatOpt('heartbeat_interval', default=3.0, min=0.001,
                  help='Seconds between consumer group heartbeats; keep it well '
                       'under session_timeout.'),
+    cfg.StrOpt('group_protocol', default='classic', choices=['classic', 'consumer'],
+               help='How listeners of a pool agree on who reads which partition '
+                    '(librdkafka group.protocol). classic: the listeners rebalance '
+                    'together; session_timeout and heartbeat_interval are the '
+                    'client\'s, partitions are spread round-robin, and every '
+                    'broker speaks it. consumer: Kafka 4\'s protocol (KIP-848, '
+                    'Apache Kafka 4.0 or later): the broker computes assignments '
+                    'and moves partitions one at a time, so a joining or leaving '
+                    'listener does not stop the others; the broker\'s '
+                    'group.consumer.session.timeout.ms and heartbeat interval '
+                    'apply instead of session_timeout and heartbeat_interval.'),
     cfg.StrOpt('auto_offset_reset', default='latest',
                choices=['latest', 'earliest'],
                help='Where a pool with no committed offset starts reading. '
