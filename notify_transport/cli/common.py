@@ -86,22 +86,32 @@ def _set_in_files(conf: cfg.ConfigOpts) -> set[str]:
     return {"transport_url"} if conf.transport_url != "rabbit://" else set()
 
 
+#: Brokers ``--broker`` can start when no transport URL is configured: noida-db (the embedded
+#: default, a pip package) and Apache Kafka (one KRaft node; Java 17 and Maven, jars cached).
+EMBEDDED_BROKERS = ("noida", "apache-kafka")
+
+
 @contextlib.contextmanager
 def url_or_embedded_broker(args: argparse.Namespace, conf: cfg.ConfigOpts,
                            announce: bool = True) -> Iterator[str]:
-    """Yield the configured URL, or start an embedded Kafka-protocol broker and yield its URL."""
+    """Yield the configured URL, or start a broker for the run (``args.broker``) and yield its URL."""
     url = configured_url(args, conf)
     if url:
         yield url
         return
+    kind = getattr(args, "broker", None) or "noida"
     try:
-        from notify_transport.testing.brokers import NoidaBroker
+        if kind == "apache-kafka":
+            from notify_transport.testing.apache_kafka import ApacheKafka as Launcher
+            label = "Apache Kafka (one KRaft node)"
+        else:
+            from notify_transport.testing.brokers import NoidaBroker as Launcher  # type: ignore[assignment]
+            label = "an embedded Kafka-protocol broker (noida-db)"
     except ImportError as exc:  # pragma: no cover - the embedded extra
         raise MissingExtra("no transport URL configured, and the embedded broker started without one "
                            f"needs the 'embedded' extra ({exc.name} not installed): "
                            "pip install 'notify-transport[embedded]'") from None
-    with NoidaBroker() as broker:
+    with Launcher() as broker:
         if announce:
-            print(f"No transport_url configured: started an embedded Kafka-protocol broker "
-                  f"(noida-db) at {broker.bootstrap}")
+            print(f"No transport_url configured: started {label} at {broker.bootstrap}")
         yield f"kafka://{broker.bootstrap}"

@@ -235,3 +235,27 @@ def test_reader_and_admin_properties_come_from_the_same_builder(conf):
     assert not {"group.id", "fetch.wait.max.ms", "enable.auto.commit", "session.timeout.ms",
                 "max.partition.fetch.bytes"} & set(admin)
     assert kc.client_config(url, opts, kc.ADMIN) == kc.admin_config(url, opts)
+
+
+def test_group_protocol_classic_by_default_with_the_client_side_session(conf):
+    url, opts = build(conf, "kafka://h?session_timeout=6&heartbeat_interval=1")
+    consumer = kc.consumer_config(url, opts, "g")
+    assert "group.protocol" not in consumer
+    assert consumer["session.timeout.ms"] == 6000 and consumer["heartbeat.interval.ms"] == 1000
+    assert consumer["partition.assignment.strategy"] == "roundrobin"
+
+
+def test_group_protocol_consumer_leaves_session_and_assignor_to_the_broker(conf):
+    """librdkafka refuses the client-side session, heartbeat and assignor under KIP-848."""
+    from confluent_kafka import Consumer
+
+    url, opts = build(conf, "kafka://h?group_protocol=consumer&session_timeout=6")
+    consumer = kc.consumer_config(url, opts, "g")
+    assert consumer["group.protocol"] == "consumer"
+    assert not {"session.timeout.ms", "heartbeat.interval.ms", "partition.assignment.strategy"} & set(consumer)
+    Consumer({k: v for k, v in consumer.items() if k != "logger"}).close()  # librdkafka takes it
+
+
+def test_an_unknown_group_protocol_is_refused(conf):
+    with pytest.raises((ConfigurationError, InvalidTransportURL), match="group_protocol"):
+        build(conf, "kafka://h?group_protocol=eager")
