@@ -1,8 +1,10 @@
 """The brokers of a run: a Kafka-protocol broker and a RabbitMQ vhost, both cleaned up.
 
-Kafka: an external cluster (``--kafka-bootstrap``), else noida-db started
-through ``notify_transport.testing.brokers.NoidaBroker`` when that module
-exists, else started here the same way. Topics of a run share a prefix and are
+Kafka: an external cluster (``--kafka-bootstrap``), else the broker that
+``--kafka-broker`` names started for the run: Apache Kafka (one KRaft node,
+``notify_transport.testing.apache_kafka``, the broker of record) or noida-db
+(through ``notify_transport.testing.brokers.NoidaBroker`` when that module
+exists, else started here the same way). Topics of a run share a prefix and are
 deleted at the end.
 
 RabbitMQ (127.0.0.1:5672 by default): each run gets its own vhost, made with
@@ -77,10 +79,17 @@ class _OwnNoida:
 
 
 @contextlib.contextmanager
-def kafka_broker(bootstrap: str | None = None) -> Iterator[tuple[str, str]]:
+def kafka_broker(bootstrap: str | None = None, kind: str = "noida") -> Iterator[tuple[str, str]]:
     """Yield ``(bootstrap, description)`` for the run's Kafka-protocol broker."""
     if bootstrap:
         yield bootstrap, f"external Kafka at {bootstrap}"
+        return
+    if kind == "apache-kafka":
+        from notify_transport.testing.apache_kafka import ApacheKafka
+
+        with ApacheKafka() as kafka:
+            version = kafka.artifacts.properties.get("kafka.version", "pinned")
+            yield kafka.bootstrap, f"Apache Kafka ({version}, one KRaft node) at {kafka.bootstrap}"
         return
     try:
         from notify_transport.testing.brokers import NoidaBroker  # type: ignore[attr-defined]

@@ -57,6 +57,8 @@ class StormResult:
     delivered: int = 0
     pending: int = 0
     longest_call: float = 0.0
+    #: the longest time during the storm without a single notification confirmed
+    longest_confirm_gap_s: float = 0.0
     #: per restart: seconds from the broker answering to the first confirmed notification
     first_delivery_after_answer: list[float] = field(default_factory=list)
     #: ids that must be in the topic (not lost with a crashed broker's memory / last moment)
@@ -83,7 +85,8 @@ class StormResult:
                 f"threads at {self.rate:.0f} msg/s: sent {self.sent}, failed {self.failed} "
                 f"({100 * self.failed_ratio:.2f}%, raised {self.raised}), delivered "
                 f"{self.delivered}, pending {self.pending}; longest Notifier.info "
-                f"{self.longest_call:.2f} s; first delivery after the broker answered: "
+                f"{self.longest_call:.2f} s; longest wait for a confirmation "
+                f"{self.longest_confirm_gap_s:.2f} s; first delivery after the broker answered: "
                 f"[{firsts}] s; checked in the topic {self.checked}: missing {self.missing}, "
                 f"lost by the broker itself {self.broker_lost}, duplicated {self.duplicated}")
 
@@ -269,8 +272,18 @@ def run_storm(broker: Any, conf: Any, topic: str, *, threads: int = 8, rate: flo
             next_at += interval
             stop.wait(max(0.0, next_at - time.monotonic()))
 
+    def watch_confirmations() -> None:
+        last, last_at = transport.delivery_stats()["delivered"], time.monotonic()
+        while not stop.wait(0.01):
+            now = transport.delivery_stats()["delivered"]
+            if now != last:
+                result.longest_confirm_gap_s = max(result.longest_confirm_gap_s,
+                                                   time.monotonic() - last_at)
+                last, last_at = now, time.monotonic()
+
     senders = [threading.Thread(target=send, args=(n,), name=f"storm-{n}", daemon=True)
                for n in range(threads)]
+    senders.append(threading.Thread(target=watch_confirmations, name="storm-watch", daemon=True))
     started = time.monotonic()
     kills: list[float] = []
     answers: list[float] = []
@@ -338,14 +351,23 @@ def run_storm(broker: Any, conf: Any, topic: str, *, threads: int = 8, rate: flo
 
 
 def _broker(name: str, workdir: Path) -> Any:
+    from notify_transport.testing.apache_kafka import ApacheKafka
     from notify_transport.testing.brokers import NoidaBroker, TansuBroker
 
+    if name == "apache-kafka":
+        return ApacheKafka(base_dir=workdir / "kafka")
     return NoidaBroker(data_dir=workdir / "data") if name == "noida" else TansuBroker()
+
+
+#: Brokers whose acknowledged writes survive the broker process's SIGKILL: Apache Kafka has
+#: written them to its log (the page cache outlives the process), so none is exempt.
+NO_CRASH_WINDOW = ("apache-kafka",)
 
 
 def storm(name: str, *, threads: int = 8, rate: float = 400.0, cycles: int = 3,
           down: float = 3.0) -> StormResult:
-    """Start broker ``name`` (``noida`` or ``tansu``) for one storm, run it, close the broker."""
+    """Start broker ``name`` (``apache-kafka``, ``noida`` or ``tansu``) for one storm, run it,
+    close the broker."""
     from oslo_config import cfg
 
     with tempfile.TemporaryDirectory(prefix="nt-storm-") as tmp:
@@ -355,7 +377,8 @@ def storm(name: str, *, threads: int = 8, rate: float = 400.0, cycles: int = 3,
             conf = cfg.ConfigOpts()
             conf([])
             return run_storm(broker, conf, f"storm-{uuid.uuid4().hex[:8]}", threads=threads,
-                             rate=rate, cycles=cycles, down=down, keeps_data=name == "noida")
+                             rate=rate, cycles=cycles, down=down, keeps_data=name != "tansu",
+                             crash_window=name not in NO_CRASH_WINDOW)
         finally:
             broker.close()
 
@@ -385,10 +408,47 @@ def measure(broker: str, threads: int = 8, rate: float = 400.0, cycles: int = 3,
     return out
 
 
+def cluster_fault(fault: str, *, threads: int = 8, rate: float = 400.0) -> StormResult:
+    """One fault of a three-node Apache Kafka started for it: ``leader`` (the partition leader
+    SIGKILLed, back after 3 s), ``rolling`` (each node SIGTERMed and back in turn) or ``down``
+    (every node SIGKILLed, all back after 10 s), under the storm's load with two listener pools."""
+    from oslo_config import cfg
+
+    from notify_transport.testing.apache_kafka import ApacheKafka
+
+    topic = f"cluster-{fault}-{uuid.uuid4().hex[:8]}"
+    with tempfile.TemporaryDirectory(prefix="nt-cluster-") as tmp:
+        with ApacheKafka(nodes=3, base_dir=Path(tmp) / "kafka") as cluster:
+            conf = cfg.ConfigOpts()
+            conf([])
+            down = {"leader": 3.0, "rolling": 0.0, "down": 10.0}[fault]
+            faults = {"leader": lambda: LeaderCrash(cluster, f"{topic}.info", down),
+                      "rolling": lambda: RollingRestart(cluster, f"{topic}.info"),
+                      "down": lambda: ClusterCrash(cluster, down)}
+            suffix = uuid.uuid4().hex[:6]
+            return run_storm(cluster, conf, topic, threads=threads, rate=rate, cycles=1, down=down,
+                             fault=faults[fault](), crash_window=False, topic_partitions=3, up=3.0,
+                             pools={f"alo-{suffix}": "at_least_once",
+                                    f"cbd-{suffix}": "commit_before_dispatch"})
+
+
+def measure_cluster(fault: str) -> dict[str, Any]:
+    """One cluster fault as a ``python -m bench`` result (see :func:`cluster_fault`)."""
+    result = cluster_fault(fault)
+    out: dict[str, Any] = asdict(result)
+    out["failed_pct"] = 100 * result.failed_ratio
+    out["lost_silently"] = result.missing if fault != "down" else max(0, result.missing - result.failed)
+    out["alo_missing"] = sum(p["missing"] for p in result.pools.values() if p["mode"] == "at_least_once")
+    out["note"] = f"{result.summary()}; pools {result.pools}"
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.kafka_restart_storm",
                                      description=__doc__.split("\n")[0])
-    parser.add_argument("--broker", choices=("noida", "tansu", "both"), default="both")
+    parser.add_argument("--broker", choices=("apache-kafka", "noida", "tansu", "all"), default="all")
+    parser.add_argument("--cluster", choices=("leader", "rolling", "down"), default=None,
+                        help="instead: one fault of a three-node Apache Kafka")
     parser.add_argument("--threads", type=int, default=8)
     parser.add_argument("--rate", type=float, default=400.0)
     parser.add_argument("--cycles", type=int, default=3)
@@ -397,7 +457,13 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(levelname)s %(name)s %(message)s")
     results = []
-    for name in (("noida", "tansu") if args.broker == "both" else (args.broker,)):
+    if args.cluster:
+        result = cluster_fault(args.cluster, threads=args.threads, rate=args.rate)
+        print(result.summary(), result.pools, flush=True)
+        results.append(result)
+    names = () if args.cluster else (
+        ("apache-kafka", "noida", "tansu") if args.broker == "all" else (args.broker,))
+    for name in names:
         result = storm(name, threads=args.threads, rate=args.rate, cycles=args.cycles, down=args.down)
         print(result.summary(), flush=True)
         results.append(result)

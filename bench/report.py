@@ -78,6 +78,24 @@ def _storm_rows(key: str, broker: str) -> tuple[Measure, ...]:
     )
 
 
+def _cluster_rows(key: str, fault: str, exact: bool) -> tuple[Measure, ...]:
+    """A three-node Apache Kafka fault under the storm's load (issue 30's goals as targets):
+    ``exact`` faults (one node at a time) must cost nothing at all."""
+    ours = ("ours",)
+    return (
+        Measure(key, f"Apache Kafka x3, {fault} (ours only): sends failed", "failed_pct",
+                "% of sent", (Target("abs_max", 0),) if exact else (), False, impls=ours),
+        Measure(key, "  longest Notifier.info call", "longest_call", "s",
+                (Target("abs_max", 2),), False, impls=ours),
+        Measure(key, "  lost silently (not in the topic, not failed)", "lost_silently", "msgs",
+                (Target("abs_max", 0),), False, impls=ours),
+        Measure(key, "  at-least-once pool: not dispatched", "alo_missing", "msgs",
+                (Target("abs_max", 0),), False, impls=ours),
+        Measure(key, "  longest wait for a confirmation", "longest_confirm_gap_s", "s", (), False,
+                impls=ours),
+    )
+
+
 MEASURES: tuple[Measure, ...] = (
     Measure("kafka_send", "Kafka notify send (delivered)", "rate", "msg/s",
             (Target("vs_oslo_min", 10), Target("vs_raw_min", 0.5))),
@@ -94,8 +112,12 @@ MEASURES: tuple[Measure, ...] = (
             (), raw_metric="decode_rate", impls=("ours", "raw")),
     Measure("serve_w1", "serve dispatch, 1 worker, 4 partitions", "rate", "msg/s", impls=("ours",)),
     Measure("serve_w2", "serve dispatch, 2 workers, 4 partitions", "rate", "msg/s", impls=("ours",)),
+    *_storm_rows("storm_apache-kafka", "Apache Kafka (one node)"),
     *_storm_rows("storm_noida", "noida-db"),
     *_storm_rows("storm_tansu", "Tansu"),
+    *_cluster_rows("cluster_leader", "partition leader SIGKILLed", exact=True),
+    *_cluster_rows("cluster_rolling", "rolling restart (SIGTERM each node)", exact=True),
+    *_cluster_rows("cluster_down", "whole cluster down 10 s", exact=False),
     Measure("kafka_e2e", "Kafka e2e latency p50 @500/s", "p50_ms", "ms", (), False),
     Measure("kafka_e2e", "Kafka e2e latency p99 @500/s", "p99_ms", "ms",
             (Target("abs_max", 10),), False),

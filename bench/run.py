@@ -34,12 +34,15 @@ from bench.procs import Worker, WorkerError, run_worker
 LOG = logging.getLogger("bench")
 RESULTS_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "results")
 
-#: measures on the run's one Kafka broker (noida-db or --kafka-bootstrap)
+#: measures on the run's one Kafka broker (--kafka-broker, or --kafka-bootstrap)
 SHARED_KAFKA_MEASURES = ("kafka_send", "kafka_listen", "kafka_e2e", "serve_workers")
-#: the broker restart storm kills its brokers: it starts its own noida-db and Tansu
-KAFKA_MEASURES = SHARED_KAFKA_MEASURES + ("kafka_restart_storm",)
+#: the broker restart storm kills its brokers: it starts its own Apache Kafka, noida-db and
+#: Tansu; the cluster faults start a three-node Apache Kafka of their own
+KAFKA_MEASURES = SHARED_KAFKA_MEASURES + ("kafka_restart_storm", "kafka_cluster_faults")
 #: the brokers the storm runs on, each a row group of its own (results key ``storm_<broker>``)
-STORM_BROKERS = ("noida", "tansu")
+STORM_BROKERS = ("apache-kafka", "noida", "tansu")
+#: the three-node cluster's faults, each a row group (results key ``cluster_<fault>``)
+CLUSTER_FAULTS = ("leader", "rolling", "down")
 RABBIT_MEASURES = ("rpc", "rabbit_notify", "ntrabbit")
 ALL_MEASURES = KAFKA_MEASURES + RABBIT_MEASURES
 
@@ -99,8 +102,12 @@ def build_parser(parser: argparse.ArgumentParser | None = None) -> argparse.Argu
                         help="where to write the JSON results (default bench/results/<timestamp>.json)")
     parser.add_argument("--kafka-bootstrap", default=os.environ.get("NOTIFY_TRANSPORT_KAFKA_BOOTSTRAP"),
                         metavar="HOST:PORT",
-                        help="use this Kafka cluster instead of starting noida-db "
+                        help="use this Kafka cluster instead of starting one "
                              "(default: $NOTIFY_TRANSPORT_KAFKA_BOOTSTRAP)")
+    parser.add_argument("--kafka-broker", choices=("apache-kafka", "noida"), default="apache-kafka",
+                        help="the broker started for the shared Kafka measures: Apache Kafka "
+                             "(one KRaft node, the broker of record) or noida-db; run once with "
+                             "each to compare them (default apache-kafka)")
     parser.add_argument("--rabbit-host", default="127.0.0.1")
     parser.add_argument("--rabbit-port", type=int, default=5672)
     parser.add_argument("--rabbit-user", default="guest")
@@ -158,6 +165,10 @@ def median_result(results: list[dict], metric: str) -> dict:
     if failed:
         chosen["note"] = f"{len(failed)} of {len(results)} rounds failed: {failed[0]}"
     return chosen
+
+
+#: Upper bound of one cluster fault's run: three JVMs started, the storm, the read-back.
+CLUSTER_SECONDS = 300.0
 
 
 def storm_seconds(sizes: Sizes) -> float:
@@ -358,9 +369,20 @@ class Run:
             result["partitions"] = s.serve_partitions
             self.record(key, "ours", result)
 
+    def kafka_cluster_faults(self) -> None:
+        """A three-node Apache Kafka's faults under the storm's load (ours only), each a row group:
+        the partition leader SIGKILLed, a rolling restart, the whole cluster down for 10 s."""
+        if "ours" not in self.impls:
+            return
+        for fault in CLUSTER_FAULTS:
+            result = run_worker("bench.kafka_restart_storm:measure_cluster", dict(fault=fault),
+                                timeout=CLUSTER_SECONDS, name=f"kafka_cluster_faults/{fault}")
+            self.record(f"cluster_{fault}", "ours", result)
+
     def kafka_restart_storm(self) -> None:
-        """The broker restart storm of ``bench/kafka_restart_storm.py`` on noida-db and Tansu, each
-        started for it (ours only: the storm counts through notify-transport's delivery stats)."""
+        """The broker restart storm of ``bench/kafka_restart_storm.py`` on Apache Kafka (one node),
+        noida-db and Tansu, each started for it (ours only: the storm counts through
+        notify-transport's delivery stats)."""
         if "ours" not in self.impls:
             return
         s = self.sizes
@@ -504,7 +526,8 @@ class Run:
               f"{', '.join(self.impls)} (budget {self.budget:.0f}s)", flush=True)
         try:
             if self.measures & set(SHARED_KAFKA_MEASURES):
-                with brokers.kafka_broker(self.args.kafka_bootstrap) as (bootstrap, described):
+                with brokers.kafka_broker(self.args.kafka_bootstrap,
+                                          self.args.kafka_broker) as (bootstrap, described):
                     self.bootstrap = bootstrap
                     meta["kafka"] = described
                     print(f"kafka: {described}", flush=True)
@@ -528,6 +551,8 @@ class Run:
             if "kafka_restart_storm" in self.measures:  # after: noida-db busy-polls when idle
                 self.guarded("kafka_restart_storm", self.kafka_restart_storm,
                              storm_seconds(self.sizes) * len(STORM_BROKERS))
+            if "kafka_cluster_faults" in self.measures:
+                self.guarded("kafka_cluster_faults", self.kafka_cluster_faults, CLUSTER_SECONDS)
             if self.measures & set(RABBIT_MEASURES):
                 with brokers.RabbitVhost(self.run_id, self.args.rabbit_host, self.args.rabbit_port,
                                          self.args.rabbit_user, self.args.rabbit_password) as vhost:

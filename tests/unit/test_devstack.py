@@ -859,7 +859,7 @@ DEVSTACK_FUNCTIONS = STANDIN_FUNCTIONS - {"sudo"}
 #: Programs the plugin runs.
 EXTERNAL_COMMANDS = {"awk", "cat", "chmod", "cp", "curl", "cut", "grep", "install", "ln", "mkdir",
                      "mktemp", "mv", "rm", "sed", "sha512sum", "sleep", "sudo", "tail", "tar",
-                     "timeout", "touch", "tr", "dirname"}
+                     "timeout", "touch", "tr", "dirname", "java", "head"}
 SHELL_KEYWORDS = {"if", "then", "elif", "else", "fi", "while", "until", "do", "done", "!", "{",
                   "}", "time", "esac", "in", "select", "coproc"}
 
