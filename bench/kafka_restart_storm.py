@@ -91,6 +91,10 @@ class StormResult:
                 f"lost by the broker itself {self.broker_lost}, duplicated {self.duplicated}")
 
 
+#: Seconds a listener pool may take, after the storm, to dispatch what the topic holds.
+POOL_CATCH_UP = 120.0
+
+
 def notification_id(value: bytes) -> int:
     """The storm's id in a notification (oslo 2.0 envelope)."""
     return json.loads(json.loads(value)["oslo.message"])["payload"]["i"]
@@ -327,14 +331,11 @@ def run_storm(broker: Any, conf: Any, topic: str, *, threads: int = 8, rate: flo
     result.missing_sample = [(i, [round(sent_at[i] - k, 3) for k in kills]) for i in lost_by_us[:20]]
     in_topic = set(counts)
     for pool, recorder in recorders.items():
-        # wait until the pool has dispatched everything in the topic, or nothing new comes
-        seen, deadline = -1, time.monotonic() + 60
+        # wait until the pool has dispatched everything in the topic (a pool that rejoins after
+        # the whole cluster crashed may stay idle for a while first)
+        deadline = time.monotonic() + POOL_CATCH_UP
         while time.monotonic() < deadline and not in_topic <= set(recorder.ids):
-            now = len(recorder.ids)
-            if now == seen:
-                break
-            seen = now
-            time.sleep(3.0)
+            time.sleep(0.5)
         got = set(recorder.ids)
         result.pools[pool] = {"mode": (pools or {})[pool], "dispatched": sum(recorder.ids.values()),
                               "missing": len(in_topic - got),

@@ -108,6 +108,19 @@ def own_noida(tmp_path: Any) -> Iterator[NoidaBroker]:
 
 
 @pytest.fixture
+def own_apache_kafka(request: pytest.FixtureRequest, tmp_path: Any) -> Iterator[ApacheKafka]:
+    """An Apache Kafka node of the test's own (data in its tmp_path), for tests that stop or kill it."""
+    with _kept_logs_on_failure(request, ApacheKafka(base_dir=tmp_path / "kafka")) as broker:
+        yield broker
+
+
+@pytest.fixture(params=["own_apache_kafka", "own_noida"])
+def own_kafka(request: pytest.FixtureRequest) -> Broker:
+    """A broker of the test's own that keeps its data on disk: Apache Kafka, then noida-db."""
+    return request.getfixturevalue(request.param)
+
+
+@pytest.fixture
 def own_tansu() -> Iterator[TansuBroker]:
     """A Tansu broker of the test's own, for tests that stop or kill it (memory only: a kill empties it)."""
     broker = TansuBroker()

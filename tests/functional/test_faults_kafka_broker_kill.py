@@ -1,6 +1,7 @@
 """The broker is SIGKILLed and restarted (issues 11 and 19): no notification lost, no caller blocked.
 
-A broker of the test's own (noida-db, data kept on disk; Tansu, memory only)
+A broker of the test's own (Apache Kafka and noida-db, data kept on disk;
+Tansu, memory only)
 is killed without warning while notifications flow, and started again on the
 same port a few seconds later. A crash may cost writes the broker
 acknowledged but had not stored yet; with the idempotent producer the next
@@ -65,11 +66,11 @@ def read_ids(driver, topic: str) -> list[int]:
         reader.close()
 
 
-def test_notifier_resumes_after_a_broker_crash(own_noida, kafka_conf, unique_topic, caplog):
+def test_notifier_resumes_after_a_broker_crash(own_kafka, kafka_conf, unique_topic, caplog):
     caplog.set_level(logging.WARNING, "notify_transport")
     topic = unique_topic("kill")
     transport = notify_transport.get_notification_transport(
-        kafka_conf, own_noida.url(delivery_timeout=8.0))
+        kafka_conf, own_kafka.url(delivery_timeout=8.0))
     driver = transport.driver
     assert driver.opts.enable_idempotence and driver.opts.producer_acks == "all"
     driver._admin.ensure_topics([f"{topic}.info"])
@@ -93,10 +94,10 @@ def test_notifier_resumes_after_a_broker_crash(own_noida, kafka_conf, unique_top
     sender.start()
     try:
         time.sleep(BEFORE)
-        own_noida.kill()
+        own_kafka.kill()
         killed_at = time.monotonic()
         time.sleep(DOWN)
-        own_noida.start()  # returns once the broker answers metadata requests
+        own_kafka.start()  # returns once the broker answers metadata requests
         answered_at = time.monotonic()
         time.sleep(AFTER)
     finally:
@@ -143,11 +144,13 @@ def test_notifier_resumes_after_a_broker_crash(own_noida, kafka_conf, unique_top
 LONGEST_CALL = 10.0
 
 
-@pytest.mark.parametrize("broker_name", ["own_noida", "own_tansu"])
+@pytest.mark.parametrize("broker_name", ["own_apache_kafka", "own_noida", "own_tansu"])
 def test_broker_restart_storm_costs_no_notification(request, broker_name, kafka_conf, unique_topic):
     broker = request.getfixturevalue(broker_name)
+    # Apache Kafka has written what it acknowledged: nothing sent before a kill is exempt
     result = run_storm(broker, kafka_conf, unique_topic("storm"), threads=8, rate=400.0, cycles=3,
-                       down=3.0, keeps_data=broker_name == "own_noida")
+                       down=3.0, keeps_data=broker_name != "own_tansu",
+                       crash_window=broker_name != "own_apache_kafka")
     print("\n" + result.summary())
     assert result.sent == result.delivered + result.failed + result.pending
     assert result.pending == 0
@@ -158,7 +161,7 @@ def test_broker_restart_storm_costs_no_notification(request, broker_name, kafka_
     assert result.checked > 0
 
 
-@pytest.mark.parametrize("broker_name", ["own_noida", "own_tansu"])
+@pytest.mark.parametrize("broker_name", ["own_apache_kafka", "own_noida", "own_tansu"])
 def test_retry_and_dead_letter_copies_survive_broker_restarts(request, broker_name, kafka_conf,
                                                               unique_topic):
     """The listeners' copy producer across three 3 s restarts: each copy is confirmed or
@@ -167,7 +170,7 @@ def test_retry_and_dead_letter_copies_survive_broker_restarts(request, broker_na
     from notify_transport.drivers.kafka.delivery.deadletter import SideProducer
 
     broker = request.getfixturevalue(broker_name)
-    keeps_data = broker_name == "own_noida"
+    keeps_data = broker_name != "own_tansu"
     transport = notify_transport.get_notification_transport(kafka_conf, broker.url())
     driver = transport.driver
     topic = unique_topic("copies")
@@ -211,7 +214,8 @@ def test_retry_and_dead_letter_copies_survive_broker_restarts(request, broker_na
     confirmed = {i for i, err in outcomes.items() if err is None
                  and (keeps_data or sent_at[i] >= kills[-1])}
     seen = set(read_storm_ids(driver, topic, confirmed, decode=lambda v: json.loads(v)["i"]))
-    missing = sorted(i for i in confirmed - seen if not in_crash_window(sent_at[i], kills))
+    strict = broker_name == "own_apache_kafka"  # it keeps every write it acknowledged
+    missing = sorted(i for i in confirmed - seen if strict or not in_crash_window(sent_at[i], kills))
     print(f"\n{broker_name}: copies sent {len(sent_at)}, failed {len(failed)}, confirmed and "
           f"checked {len(confirmed)}, missing {len(missing)}, lost by the broker at a crash "
           f"{len(confirmed - seen) - len(missing)}")
@@ -222,10 +226,10 @@ def test_retry_and_dead_letter_copies_survive_broker_restarts(request, broker_na
 
 
 @pytest.mark.parametrize("mode", ["commit_before_dispatch", "at_least_once"])
-def test_listener_loses_nothing_across_a_broker_crash(own_noida, kafka_conf, unique_topic, mode):
+def test_listener_loses_nothing_across_a_broker_crash(own_kafka, kafka_conf, unique_topic, mode):
     count = 3000
     topic = unique_topic(f"kill-{mode[:3]}")
-    transport = notify_transport.get_notification_transport(kafka_conf, own_noida.url())
+    transport = notify_transport.get_notification_transport(kafka_conf, own_kafka.url())
     notifier = Notifier(transport, driver="messagingv2", topics=[topic], publisher_id="p")
     transport.driver._admin.ensure_topics([f"{topic}.info"])
     for i in range(count):
@@ -262,9 +266,9 @@ def test_listener_loses_nothing_across_a_broker_crash(own_noida, kafka_conf, uni
     server.start()
     try:
         assert third.wait(60)
-        own_noida.kill()
+        own_kafka.kill()
         time.sleep(3.0)
-        own_noida.start()
+        own_kafka.start()
         deadline = time.monotonic() + 120
         while time.monotonic() < deadline and len(set(seen)) < count:
             time.sleep(0.1)
@@ -283,7 +287,8 @@ def test_listener_loses_nothing_across_a_broker_crash(own_noida, kafka_conf, uni
     assert missing == []
     # Only what was dispatched before the listener got its partitions back from the restarted
     # broker can come again (its commits may be lost with the crash: noida-db kept none made in
-    # the last moments here), plus what one fetch and the in-flight limit hold.
-    assert len(assigned_at) >= 2, assigned_at
+    # the last moments here), plus what one fetch and the in-flight limit hold. Apache Kafka
+    # keeps the group across a 3 s restart (the member's session has not ended): no new
+    # assignment, and only what one fetch and the in-flight limit hold may come again.
     bound = assigned_at[-1] + transport.driver.opts.max_poll_records + IN_FLIGHT
     assert duplicated <= bound, (duplicated, assigned_at)

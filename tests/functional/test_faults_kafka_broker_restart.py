@@ -1,7 +1,7 @@
 """The broker restarted while a notifier sends (acks=all, idempotence): 0 lost, 0 duplicated.
 
-noida-db keeps its data across a restart. The broker is one of this test's
-own, so the session's main broker is not disturbed.
+Apache Kafka and noida-db keep their data across a restart. The broker is one
+of this test's own, so the session's main broker is not disturbed.
 
 The notifier keeps sending while the broker is down and while it starts again;
 librdkafka queues, reconnects and retries, and the idempotent producer
@@ -30,11 +30,11 @@ pytestmark = [pytest.mark.functional, pytest.mark.slow]
 COUNT = 3000
 
 
-def test_restart_while_sending_loses_and_duplicates_nothing(own_noida, kafka_conf, unique_topic,
+def test_restart_while_sending_loses_and_duplicates_nothing(own_kafka, kafka_conf, unique_topic,
                                                              caplog):
     caplog.set_level(logging.WARNING, "notify_transport")
     topic = unique_topic("restart")
-    url = own_noida.url(topic_partitions=2)
+    url = own_kafka.url(topic_partitions=2)
     transport = notify_transport.get_notification_transport(kafka_conf, url)
     driver = transport.driver
     assert driver.opts.producer_acks == "all" and driver.opts.enable_idempotence
@@ -51,7 +51,7 @@ def test_restart_while_sending_loses_and_duplicates_nothing(own_noida, kafka_con
                 if i == COUNT // 3:
                     first_third_sent.set()
                     assert broker_stopped.wait(30)
-                if broker_stopped.is_set() and not own_noida.running:
+                if broker_stopped.is_set() and not own_kafka.running:
                     sent_while_down.append(i)
                 notifier.prepare(publisher_id=f"pub-{i % 5}").info({}, "e", {"i": i})
                 time.sleep(0.001)  # a steady stream across the outage and the start
@@ -63,10 +63,10 @@ def test_restart_while_sending_loses_and_duplicates_nothing(own_noida, kafka_con
     assert first_third_sent.wait(30)
     assert transport.flush(10) == 0  # see the module docstring
     stopped_at = time.monotonic()
-    own_noida.stop()
+    own_kafka.stop()
     broker_stopped.set()
     time.sleep(1.0)  # the notifier goes on sending to a broker that is down
-    own_noida.start()
+    own_kafka.start()
     down_for = time.monotonic() - stopped_at
     sender.join(120)
     assert not sender.is_alive() and errors == []

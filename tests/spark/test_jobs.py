@@ -4,10 +4,16 @@ Run 1 reads a mix of notifications, duplicates and poison records; run 2
 restarts from the checkpoint with a late notification, a duplicate of a
 run-1 notification, new ones, and a topic created since run 1 (a new
 priority, read from its first record). Every count below is exact.
+
+The scenario runs twice: on the machine's clock, and on a clock injected at
+00:00:30 UTC (notification timestamps and the records' broker times both come
+from it), where the two-hour-late notification falls on the previous date.
+No count may depend on the time of day.
 """
 from __future__ import annotations
 
 import dataclasses
+import datetime
 import html.parser
 import json
 import time
@@ -27,6 +33,29 @@ from notify_transport.pipeline.report import archive_counts, build_report, load_
 from spark_support import utc
 
 VHOST = "vh1"
+
+
+class Clock:
+    """Time for the scenario: from ``start`` (naive UTC; None: the machine's clock), going on as
+    the machine's does, so that records sent later carry later broker times."""
+
+    def __init__(self, start: datetime.datetime | None) -> None:
+        self._offset = datetime.timedelta(0) if start is None else start - utc()
+
+    def now(self, seconds_ago: float = 0.0) -> datetime.datetime:
+        return utc(seconds_ago) + self._offset
+
+    def millis(self) -> int:
+        return int(self.now().replace(tzinfo=datetime.timezone.utc).timestamp() * 1000)
+
+
+def _just_after_midnight() -> datetime.datetime:
+    today = utc().replace(hour=0, minute=0, second=30, microsecond=0)
+    return today + datetime.timedelta(seconds=DELAY)
+
+
+#: the machine's clock, and 00:00:30 UTC today (where "two hours ago" is yesterday)
+CLOCKS = {"machine-clock": lambda: None, "after-midnight": _just_after_midnight}
 DELAY = 5.0  # seconds between a notification's timestamp and its send (broker time is in ms)
 
 
@@ -42,6 +71,7 @@ class Scenario:
     errors_at: set
     late_id: str
     ids: set
+    clock: Clock
 
 
 def _archive_ids(path: Path) -> list[str]:
@@ -49,8 +79,9 @@ def _archive_ids(path: Path) -> list[str]:
         columns=["message_id"]).column("message_id").to_pylist()
 
 
-@pytest.fixture(scope="module")
-def scenario(spark, kafka_bootstrap, producer, tmp_path_factory):
+@pytest.fixture(scope="module", params=sorted(CLOCKS))
+def scenario(request, spark, kafka_bootstrap, producer, tmp_path_factory):
+    clock = Clock(CLOCKS[request.param]())
     base = producer.unique_base("pipe")
     info, error, critical = (f"{base}.{p}.{VHOST}" for p in ("info", "error", "critical"))
     producer.create_topics({info: 2, error: 1, critical: 1, f"{base}.info": 1})
@@ -58,14 +89,18 @@ def scenario(spark, kafka_bootstrap, producer, tmp_path_factory):
     ids = set()
 
     def send(topic, partition, event_type, publisher, priority, version=2.0, seconds_ago=DELAY, **kw):
-        msg = producer.notification(event_type, publisher, priority, timestamp=utc(seconds_ago))
-        producer.send(topic, msg, version, partition, **kw)
+        msg = producer.notification(event_type, publisher, priority, timestamp=clock.now(seconds_ago))
+        producer.send(topic, msg, version, partition, broker_millis=clock.millis(), **kw)
         ids.add(msg["message_id"])
         return msg
 
+    def resend(topic, msg, partition):
+        producer.send(topic, msg, 2.0, partition, broker_millis=clock.millis())
+
     # poison first, so their coordinates are known: offset 0 of info[1] and of error[0]
-    producer.send_raw(info, b"garbage", 1)
-    producer.send_raw(error, envelope.encode({"message_id": "x", "priority": "ERROR"}, {}, 2.0), 0)
+    producer.send_raw(info, b"garbage", 1, broker_millis=clock.millis())
+    producer.send_raw(error, envelope.encode({"message_id": "x", "priority": "ERROR"}, {}, 2.0), 0,
+                      broker_millis=clock.millis())
     created = [send(info, 0, "compute.instance.create.end", "compute.host1", "INFO") for _ in range(20)]
     for _ in range(10):
         send(info, 1, "compute.instance.delete.end", "compute.host2", "INFO", 1.0,
@@ -75,9 +110,9 @@ def scenario(spark, kafka_bootstrap, producer, tmp_path_factory):
     for _ in range(2):
         send(critical, 0, "volume.attach", "volume.host1", "CRITICAL")
     for msg in created[:3]:  # re-sent, to the other partition
-        producer.send(info, msg, 2.0, 1)
+        resend(info, msg, 1)
     for _ in range(5):  # another vhost's topic: never read
-        producer.send(f"{base}.info", producer.notification(), 2.0, 0)
+        resend(f"{base}.info", producer.notification(timestamp=clock.now()), 0)
     producer.flush()
 
     settings = KafkaSettings.from_url(f"kafka://{kafka_bootstrap}/{VHOST}")
@@ -87,7 +122,7 @@ def scenario(spark, kafka_bootstrap, producer, tmp_path_factory):
     archived = len(_archive_ids(output / "archive"))
 
     late = send(info, 0, "compute.instance.create.end", "compute.host1", "INFO", seconds_ago=7200)
-    producer.send(info, created[5], 2.0, 1)
+    resend(info, created[5], 1)
     for _ in range(5):
         send(info, 1, "compute.instance.create.end", "compute.host3", "INFO")
     warn = f"{base}.warn.{VHOST}"
@@ -97,7 +132,7 @@ def scenario(spark, kafka_bootstrap, producer, tmp_path_factory):
     producer.flush()
     summary2 = jobs.run(spark, settings, subscription, config, once=True)
     yield Scenario(base, output, settings, subscription, summary1, summary2, archived,
-                   {(info, 1, 0), (error, 0, 0)}, late["message_id"], ids)
+                   {(info, 1, 0), (error, 0, 0)}, late["message_id"], ids, clock)
     producer.delete_topics([info, error, critical, warn, f"{base}.info"])
 
 
@@ -114,13 +149,20 @@ def test_restart_reads_only_new_records_and_archive_is_exact(scenario):
     assert len(ids) == len(set(ids)) == 44
     assert set(ids) == scenario.ids
     counts = archive_counts(scenario.output / "archive")
-    assert dict(zip(counts.event_type, counts["count"])) == {
+    assert _per_event_type(counts) == {
         "compute.instance.create.end": 26, "compute.instance.delete.end": 10,
         "image.upload": 4, "volume.attach": 2, "compute.instance.resize": 2}
     dates = {p.name for p in (scenario.output / "archive").iterdir() if p.name.startswith("date=")}
     assert dates == {f"date={d}" for d in counts.date}
-    assert (scenario.output / "archive" / f"date={utc(DELAY):%Y-%m-%d}" /
+    assert (scenario.output / "archive" / f"date={scenario.clock.now(DELAY):%Y-%m-%d}" /
             "event_type=image.upload").is_dir()
+    late_date = f"{scenario.clock.now(7200):%Y-%m-%d}"  # the previous date just after midnight
+    assert f"date={late_date}" in dates
+
+
+def _per_event_type(counts) -> dict[str, int]:
+    """``archive_counts`` (per date and event type) summed over the dates."""
+    return {k: int(v) for k, v in counts.groupby("event_type")["count"].sum().items()}
 
 
 def test_archive_rows_are_typed_and_vhost_aware(spark, scenario):
@@ -168,7 +210,7 @@ def test_late_notification_is_archived_but_left_out_of_the_windows(scenario):
     assert scenario.late_id in _archive_ids(scenario.output / "archive")
     assert scenario.summary2.late == 1
     stats = load_stats(scenario.output / "stats")
-    assert stats.window_start.min() > pd.Timestamp(utc(3600), tz="UTC")
+    assert stats.window_start.min() > pd.Timestamp(scenario.clock.now(3600), tz="UTC")
 
 
 def test_archive_timestamps_are_timezone_aware(scenario):
@@ -232,7 +274,7 @@ def test_batch_statistics_match_the_archive(spark, scenario):
     totals = {r.event_type: r.total for r in stats.groupBy("event_type").agg(
         {"count": "sum"}).withColumnRenamed("sum(count)", "total").collect()}
     counts = archive_counts(scenario.output / "archive")
-    assert totals == dict(zip(counts.event_type, counts["count"]))
+    assert totals == _per_event_type(counts)
 
 
 class _CrashAfterWrite:
