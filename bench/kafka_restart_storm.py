@@ -144,7 +144,8 @@ def _first_delivery(transport: Any, since: float, timeout: float) -> float:
 
 
 class BrokerCrash:
-    """The storm's fault on one broker: SIGKILL it, keep it down ``down`` s, start it again."""
+    """The storm's fault on one broker, or on every node of an Apache Kafka cluster at once:
+    SIGKILL it, keep it down ``down`` s, start it again."""
 
     def __init__(self, broker: Any, down: float) -> None:
         self.broker, self.down = broker, down
@@ -189,20 +190,6 @@ class RollingRestart:
             node.stop()
             node.start()
             self.cluster.wait_in_sync(self.topic)
-        return began, time.monotonic()
-
-
-class ClusterCrash:
-    """Every node of an Apache Kafka cluster SIGKILLed at once, all started again after ``down`` s."""
-
-    def __init__(self, cluster: Any, down: float) -> None:
-        self.cluster, self.down = cluster, down
-
-    def strike(self, stop: threading.Event) -> tuple[float, float]:
-        self.cluster.kill()
-        began = time.monotonic()
-        stop.wait(self.down)
-        self.cluster.start()  # returns once every node is registered
         return began, time.monotonic()
 
 
@@ -425,7 +412,7 @@ def cluster_fault(fault: str, *, threads: int = 8, rate: float = 400.0) -> Storm
             down = {"leader": 3.0, "rolling": 0.0, "down": 10.0}[fault]
             faults = {"leader": lambda: LeaderCrash(cluster, f"{topic}.info", down),
                       "rolling": lambda: RollingRestart(cluster, f"{topic}.info"),
-                      "down": lambda: ClusterCrash(cluster, down)}
+                      "down": lambda: BrokerCrash(cluster, down)}
             suffix = uuid.uuid4().hex[:6]
             return run_storm(cluster, conf, topic, threads=threads, rate=rate, cycles=1, down=down,
                              fault=faults[fault](), crash_window=False, topic_partitions=3, up=3.0,

@@ -32,7 +32,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 if ROOT not in sys.path:
     sys.path.insert(0, ROOT)
 
-from bench.kafka_restart_storm import ClusterCrash, LeaderCrash, RollingRestart, run_storm  # noqa: E402
+from bench.kafka_restart_storm import BrokerCrash, LeaderCrash, RollingRestart, run_storm  # noqa: E402
 
 #: Longest a Notifier.info() call may block, broker down or not: a product guarantee.
 LONGEST_CALL = 10.0
@@ -41,6 +41,14 @@ LONGEST_CALL = 10.0
 def pools() -> dict[str, str]:
     suffix = uuid.uuid4().hex[:6]
     return {f"alo-{suffix}": "at_least_once", f"cbd-{suffix}": "commit_before_dispatch"}
+
+
+def assert_it_cost_nothing(result) -> None:
+    print("\n" + result.summary(), result.pools)
+    assert result.failed == 0 and result.raised == 0 and result.pending == 0, result.summary()
+    assert result.missing == 0 and result.checked == result.sent, result.summary()
+    assert result.longest_call <= LONGEST_CALL, result.summary()
+    assert_listeners_went_on(result)
 
 
 def assert_listeners_went_on(result) -> None:
@@ -55,11 +63,7 @@ def test_leader_killed_under_load_costs_nothing(kafka_cluster, kafka_conf, uniqu
     result = run_storm(kafka_cluster, kafka_conf, topic, threads=8, rate=400.0, cycles=1,
                        down=3.0, fault=LeaderCrash(kafka_cluster, f"{topic}.info", down=3.0),
                        crash_window=False, pools=pools(), topic_partitions=3, up=3.0)
-    print("\n" + result.summary(), result.pools)
-    assert result.failed == 0 and result.raised == 0 and result.pending == 0, result.summary()
-    assert result.missing == 0 and result.checked == result.sent, result.summary()
-    assert result.longest_call <= LONGEST_CALL, result.summary()
-    assert_listeners_went_on(result)
+    assert_it_cost_nothing(result)
 
 
 def test_rolling_restart_under_load_costs_nothing(kafka_cluster, kafka_conf, unique_topic):
@@ -67,18 +71,14 @@ def test_rolling_restart_under_load_costs_nothing(kafka_cluster, kafka_conf, uni
     result = run_storm(kafka_cluster, kafka_conf, topic, threads=8, rate=400.0, cycles=1,
                        fault=RollingRestart(kafka_cluster, f"{topic}.info"),
                        crash_window=False, pools=pools(), topic_partitions=3, up=3.0)
-    print("\n" + result.summary(), result.pools)
-    assert result.failed == 0 and result.raised == 0 and result.pending == 0, result.summary()
-    assert result.missing == 0 and result.checked == result.sent, result.summary()
-    assert result.longest_call <= LONGEST_CALL, result.summary()
-    assert_listeners_went_on(result)
+    assert_it_cost_nothing(result)
 
 
 def test_whole_cluster_down_for_ten_seconds_loses_nothing_silently(kafka_cluster, kafka_conf,
                                                                    unique_topic):
     topic = unique_topic("down")
     result = run_storm(kafka_cluster, kafka_conf, topic, threads=8, rate=400.0, cycles=1,
-                       down=10.0, fault=ClusterCrash(kafka_cluster, down=10.0), crash_window=False,
+                       down=10.0, fault=BrokerCrash(kafka_cluster, down=10.0), crash_window=False,
                        pools=pools(), topic_partitions=3, up=4.0)
     print("\n" + result.summary(), result.pools)
     assert result.sent == result.delivered + result.failed + result.pending
