@@ -386,16 +386,6 @@ def test_a_killed_worker_is_replaced_under_the_kip848_group_protocol(serve, tmp_
                               apache_kafka.url(topic_partitions=4, group_protocol="consumer"))
 
 
-def test_without_static_membership_the_dead_workers_partitions_wait_for_its_session(
-        serve, tmp_path, apache_kafka) -> None:
-    """What static membership (the default) saves on Apache Kafka: without it the killed worker's
-    partitions stay with the dead member until the broker ends its session (10 s here, 45 s by
-    default), then move; nothing is lost either way (the takeover time is printed)."""
-    killed_worker_is_replaced(serve, tmp_path, apache_kafka,
-                              apache_kafka.url(topic_partitions=4, session_timeout=10),
-                              serve_options={"static_membership": "false"})
-
-
 def killed_worker_is_replaced(serve, tmp_path, broker, url: str,
                               serve_options: dict[str, str] | None = None) -> None:
     setup = Setup(tmp_path, url,
