@@ -116,10 +116,6 @@ class KafkaListener(Listener):
         self._aborted = False
         #: partitions the start_position was applied to (only the first assignment replays)
         self._positioned: set[tuple[str, int]] = set()
-        #: the end of each partition of our topics when start() began: where a pool without a
-        #: committed offset starts with auto_offset_reset=latest, so that nothing sent while
-        #: the listener was joining its group is skipped
-        self._ends_at_start: dict[tuple[str, int], int] = {}
         #: a large take (one commit) is decoded and handed out this many records per poll,
         #: so each piece is freed before the next is decoded; the rest waits in _ready
         #: (taken by the policy: committed before dispatch, or stored), returned by
@@ -156,7 +152,6 @@ class KafkaListener(Listener):
             return
         if self._admin is not None:
             self._admin.ensure_topics(self.topics + self.retry_topics + self.dead_letter_topics)
-            self._ends_at_start = self._ends_now()
         config = dict(self._config)
         config["error_cb"] = self._on_error
         config["logger"] = RDKAFKA_LOG
@@ -206,18 +201,6 @@ class KafkaListener(Listener):
             self._close_consumer()
             raise
         LOG.debug("%s started with partitions %s", self.name, sorted(self._assignment))
-
-    def _ends_now(self) -> dict[tuple[str, int], int]:
-        """The end offset of every partition of the listener's topics (empty if the query fails:
-        the partitions then start at the end found when they are assigned)."""
-        if self._earliest or self._admin is None:
-            return {}
-        try:
-            partitions, _ = self._admin.partitions_of(self.topics)
-            return {tp: high for tp, (_, high) in self._admin.watermarks(partitions).items() if high >= 0}
-        except Exception as exc:  # noqa: BLE001 - a best effort; the assignment falls back
-            LOG.debug("%s: could not read the partitions' ends at start: %s", self.name, exc)
-            return {}
 
     def _joined_without_partitions(self, consumer: confluent_kafka.Consumer) -> bool:
         """KIP-848: whether the group took this member in and has nothing for it.
@@ -280,14 +263,6 @@ class KafkaListener(Listener):
             LOG.info("%s: start_position %s: reading %s", self.name, position, _format(first))
         self._positioned.update((tp.topic, tp.partition) for tp in first)
         fresh = [tp for tp in committed if tp.offset < 0]
-        known = [] if self._earliest else [tp for tp in fresh
-                                           if (tp.topic, tp.partition) in self._ends_at_start]
-        if known:
-            for tp in known:
-                tp.offset = self._ends_at_start[(tp.topic, tp.partition)]
-            consumer.commit(offsets=[TopicPartition(tp.topic, tp.partition, tp.offset) for tp in known],
-                            asynchronous=False)
-            fresh = [tp for tp in fresh if tp.offset < 0]
         if fresh:
             self._commit_start(consumer, fresh, StartPosition(EARLIEST if self._earliest else LATEST))
             LOG.debug("%s: first reader of %s; committed start positions", self.name, _format(fresh))
