@@ -8,7 +8,7 @@ with RPC on ``ntrabbit://`` (the machine's RabbitMQ) and notifications on
 ``ntkafka://`` (the session's noida-db broker). On Apache Kafka some of its
 notification tests race: their fixture starts a listener in a thread and sends
 without waiting for its ``start()``, and Kafka's coordinator hands a new
-group its first partitions later than noida-db does (1 of 31 tests failed in
+group its first partitions later than noida-db does (5 of its 31 tests failed in
 the last run there; oslo's option proxy refuses our ``auto_offset_reset`` in the
 URL, so the suite cannot be told to read from the start). Needs PyPI (or a mirror) for
 the download and oslo's test dependencies (the ``test`` extra). Slow: about
