@@ -224,10 +224,6 @@ class ApacheKafka(Broker):
     def bootstrap(self) -> str:
         return ",".join(node.bootstrap for node in self.nodes)
 
-    @property
-    def name_and_size(self) -> str:
-        return f"{self.name} x{len(self.nodes)}"
-
     def __repr__(self) -> str:
         return f"<ApacheKafka {len(self.nodes)} node(s) {self.bootstrap}>"
 
