@@ -126,9 +126,16 @@ class Serve:
         return self.log.read_text()
 
     def wait_serving(self, count: int) -> None:
-        wait_for(lambda: f"serving {count} listener(s)" in self.output() or self.proc.poll() is not None,
-                 START_TIMEOUT, "serve to start")
+        self.wait_for(lambda: f"serving {count} listener(s)" in self.output() or self.proc.poll() is not None,
+                      START_TIMEOUT, "serve to start")
         assert self.proc.poll() is None, self.output()
+
+    def wait_for(self, condition: Callable[[], bool], timeout: float, what: str) -> None:
+        """:func:`wait_for`, with the end of serve's log in the failure (what it was doing)."""
+        if not wait_until(condition, timeout, interval=0.2):
+            tail = "\n".join(self.output().splitlines()[-40:])
+            raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what}; "
+                                 f"serve's log ends with:\n{tail}")
 
     def signal(self, signum: int = signal.SIGTERM) -> None:
         self.proc.send_signal(signum)
@@ -197,7 +204,7 @@ def restart_audit_until_everything_arrived(serve: Callable[..., Serve], setup: S
     before = len(set(setup.received()["audit"]))
     again = serve(setup, "audit")
     again.wait_serving(1)
-    wait_for(lambda: set(setup.received()["audit"]) == set(range(count)), 90,
+    again.wait_for(lambda: set(setup.received()["audit"]) == set(range(count)), 90,
              f"the rest after the restart (had {before} before it)")
     again.signal(signal.SIGTERM)
     assert again.wait(STOP_TIMEOUT + 30) == 0, again.output()
@@ -232,9 +239,9 @@ def test_serve_delivers_every_notification_to_both_listeners_in_their_pools_and_
             "delivery_mode=commit_before_dispatch") in out
     count = 120
     setup.send(range(count))
-    wait_for(lambda: all(len(set(v)) >= count for v in setup.received().values()), 60,
+    proc.wait_for(lambda: all(len(set(v)) >= count for v in setup.received().values()), 60,
              "both listeners to receive every notification")
-    wait_for(lambda: f"listener audit: received={count} dispatched={count} failed=0" in proc.output(), 30,
+    proc.wait_for(lambda: f"listener audit: received={count} dispatched={count} failed=0" in proc.output(), 30,
              "the counters in the log")
     sent_at = time.monotonic()
     proc.signal(signal.SIGTERM)
@@ -259,7 +266,7 @@ def test_at_least_once_listener_loses_nothing_across_sigterm_and_restart(serve, 
     first = serve(setup, "audit", NT_LISTENER_DELAY="0.02")
     first.wait_serving(1)
     setup.send(range(count))
-    wait_for(lambda: len(setup.received()["audit"]) >= 30, 60, "the first notifications")
+    first.wait_for(lambda: len(setup.received()["audit"]) >= 30, 60, "the first notifications")
     first.signal(signal.SIGTERM)
     assert first.wait(STOP_TIMEOUT + 30) == 0, first.output()
     before = set(setup.received()["audit"])
@@ -276,9 +283,9 @@ def test_a_second_signal_stops_at_once_and_at_least_once_delivers_the_rest_after
     proc = serve(setup, "audit", NT_LISTENER_DELAY="1")
     proc.wait_serving(1)
     setup.send(range(count))  # 100 s of work: the graceful stop cannot drain it in time
-    wait_for(lambda: len(setup.received()["audit"]) >= 1, 60, "the first notification")
+    proc.wait_for(lambda: len(setup.received()["audit"]) >= 1, 60, "the first notification")
     proc.signal(signal.SIGTERM)
-    wait_for(lambda: "stopping 1 listener(s) gracefully" in proc.output(), 30, "the graceful stop")
+    proc.wait_for(lambda: "stopping 1 listener(s) gracefully" in proc.output(), 30, "the graceful stop")
     proc.signal(signal.SIGINT)
     code = proc.wait(30)
     assert code == 128 + signal.SIGINT, proc.output()
@@ -327,7 +334,7 @@ def test_skip_broken_runs_the_others(serve, tmp_path, broker) -> None:
     proc.wait_serving(2)
     assert "Skipping listener 'broken'" in proc.output()
     setup.send(range(10))
-    wait_for(lambda: len(set(setup.received()["billing"])) == 10, 60, "billing to receive")
+    proc.wait_for(lambda: len(set(setup.received()["billing"])) == 10, 60, "billing to receive")
     proc.signal(signal.SIGTERM)
     assert proc.wait(STOP_TIMEOUT + 30) == 0, proc.output()
 
@@ -395,25 +402,28 @@ def killed_worker_is_replaced(serve, tmp_path, broker, url: str,
             conf_file.write("[serve]\n" + "".join(f"{k} = {v}\n" for k, v in serve_options.items()))
     count = 300
     proc = serve(setup, "audit", "--workers", "2", "--stats-interval", "1", NT_LISTENER_DELAY="0.01")
-    wait_for(lambda: all(f"(worker {n})" in proc.output() for n in (0, 1)) or proc.proc.poll() is not None,
+    proc.wait_for(lambda: all(f"(worker {n})" in proc.output() for n in (0, 1)) or proc.proc.poll() is not None,
              START_TIMEOUT, "both workers serving")
     assert proc.proc.poll() is None, proc.output()
     workers = proc.children()
     assert len(workers) == 2, proc.output()
     setup.send(range(count))
-    wait_for(lambda: len(setup.received()["audit"]) >= 40, 60, "the first notifications")
+    proc.wait_for(lambda: len(setup.received()["audit"]) >= 40, 60, "the first notifications")
     os.kill(workers[1], signal.SIGKILL)  # dies with work in flight, nothing committed for it
     killed = time.monotonic()
-    wait_for(lambda: "died (signal SIGKILL): starting it again" in proc.output(), 30, "the restart")
-    wait_for(lambda: set(setup.received()["audit"]) == set(range(count)), 120,
+    proc.wait_for(lambda: "died (signal SIGKILL): starting it again" in proc.output(), 30, "the restart")
+    proc.wait_for(lambda: set(setup.received()["audit"]) == set(range(count)), 120,
              "every notification, the killed worker's included")
     print(f"\n{broker.name}: every notification dispatched {time.monotonic() - killed:.1f} s after "
           f"the SIGKILL ({url}, serve options {serve_options or 'default'})")
-    wait_for(lambda: len(proc.children()) == 2 and workers[1] not in proc.children(), 30, "a new worker")
+    proc.wait_for(lambda: len(proc.children()) == 2 and workers[1] not in proc.children(), 30, "a new worker")
+    # SIGHUP only once the new worker serves: before that it has no handler of its own yet
+    proc.wait_for(lambda: proc.output().count("serving 1 listener(s)") >= 3, START_TIMEOUT,
+                  "the new worker to serve")
     # both workers logged their counters
     assert "listener audit: received=" in proc.output()
     proc.signal(signal.SIGHUP)  # the master passes it to every worker, which reloads its options
-    wait_for(lambda: proc.output().count("options reloaded: stats_interval=1s") == 2, 30, "both reloads")
+    proc.wait_for(lambda: proc.output().count("options reloaded: stats_interval=1s") == 2, 30, "both reloads")
     proc.signal(signal.SIGTERM)
     assert proc.wait(STOP_TIMEOUT + 30) == 0, proc.output()
     assert committed_total(broker.bootstrap, setup.pools["audit"], setup.topic) == count

@@ -19,6 +19,7 @@ from typing import Any, Callable, cast
 import confluent_kafka
 from confluent_kafka import KafkaError, KafkaException, Message, TopicPartition
 
+from notify_transport.backoff import Backoff
 from notify_transport.drivers.base import IncomingMessage, Listener
 from notify_transport.drivers.envelope import decode_notification
 from notify_transport.drivers.kafka.cluster import ClusterAdmin
@@ -56,6 +57,9 @@ PERMANENT_ERRORS = frozenset(getattr(KafkaError, name) for name in (
 
 #: Seconds between checks, under KIP-848, that the group took a listener in without partitions.
 KIP848_JOIN_CHECK = 0.25
+
+#: Waits between attempts to read or set a new assignment's start offsets.
+START_RETRY = Backoff(initial=0.1, factor=2.0, maximum=1.0)
 
 
 class KafkaListenerError(MessagingException):
@@ -253,8 +257,12 @@ class KafkaListener(Listener):
         The first time this listener gets a partition of its own topics, a
         ``start_position`` other than ``committed`` replaces the committed
         offset (and is committed, so the whole pool replays from there).
+        Every partition returned has a concrete offset: one left to the
+        consumer's lazy ``auto.offset.reset`` would be resolved at its first
+        fetch, possibly after notifications sent since start() returned.
         """
-        committed = consumer.committed(partitions, timeout=self._op_timeout)
+        committed = self._retrying("read the committed offsets of", partitions,
+                                   lambda: consumer.committed(partitions, timeout=self._op_timeout))
         position = self.settings.start_position
         first = [tp for tp in committed if tp.topic in self.topics
                  and (tp.topic, tp.partition) not in self._positioned]
@@ -271,13 +279,43 @@ class KafkaListener(Listener):
     def _commit_start(self, consumer: confluent_kafka.Consumer, partitions: list[TopicPartition],
                       position: StartPosition) -> None:
         """Move ``partitions`` to where ``position`` starts (resolved by :mod:`.positions`) and
-        commit that, so that the whole pool reads from there."""
-        wanted = {(tp.topic, tp.partition): tp.offset
-                  for tp in resolve_offsets(consumer, partitions, position, self._op_timeout)}
+        commit that, so that the whole pool reads from there.
+
+        The offsets are set on ``partitions`` even when the commit fails (the
+        group may be rebalancing again): this member reads from them, and its
+        first commit saves them for the pool.
+        """
+        resolved = self._retrying("find the start offsets of", partitions,
+                                  lambda: resolve_offsets(consumer, partitions, position, self._op_timeout))
+        wanted = {(tp.topic, tp.partition): tp.offset for tp in resolved}
         for tp in partitions:
             tp.offset = wanted[(tp.topic, tp.partition)]
-        consumer.commit(offsets=[TopicPartition(tp.topic, tp.partition, tp.offset) for tp in partitions],
-                        asynchronous=False)
+        try:
+            consumer.commit(offsets=[TopicPartition(tp.topic, tp.partition, tp.offset) for tp in partitions],
+                            asynchronous=False)
+        except KafkaException as exc:
+            LOG.warning("%s: could not commit the start positions of %s (%s); reading from them anyway",
+                        self.name, _format(partitions), exc.args[0].str())
+
+    def _retrying(self, what: str, partitions: list[TopicPartition], call: Callable[[], Any]) -> Any:
+        """``call()``, tried again on a broker error until ``operation_timeout`` has passed.
+
+        A topic created a moment ago may not have a leader yet, and a
+        coordinator that just moved may still be loading its offsets: both
+        answer with an error that passes.
+        """
+        deadline = time.monotonic() + self._op_timeout
+        failures = 0
+        while True:
+            try:
+                return call()
+            except (KafkaException, MessagingException) as exc:
+                failures += 1
+                if time.monotonic() >= deadline or self.stopped:
+                    raise
+                LOG.debug("%s: could not %s %s yet (%s); trying again", self.name, what,
+                          _format(partitions), exc)
+                START_RETRY.wait(failures, deadline=deadline)
 
     def _on_revoke(self, consumer: confluent_kafka.Consumer, partitions: list[TopicPartition]) -> None:
         self._give_up(partitions, lost=False)
