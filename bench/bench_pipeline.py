@@ -7,12 +7,16 @@ One run, one broker, one topic of N oslo ``messagingv2`` notifications
   reading until it has all N records (the limit for any reader);
 - ``raw consume + decode``: the same plus ``envelope.decode_notification``
   per record in this one Python thread;
-- ``spark source``: the ``notify_kafka`` streaming source into Spark's
-  ``noop`` sink (availableNow);
-- ``spark source + decode``: the same through the Arrow decode UDF;
+- ``spark source``: a streaming read into Spark's ``noop`` sink (availableNow);
+- ``spark source + decode``: the same through the pipeline's decoding;
 - ``archive job``, ``stats job`` and ``pipeline (both jobs)``: the pipeline
   as ``pipeline run --once`` runs it (``--jobs archive``, ``stats``, both),
-  each from an empty checkpoint; the source decodes where it reads;
+  each from an empty checkpoint;
+
+  each of these once per ``--sources`` reader, side by side in the same run:
+  ``kafka`` (Spark's own connector, the reader of record) and ``notify_kafka``
+  (the Python data source, which decodes where it reads), labelled ``[kafka]``
+  and ``[notify_kafka]``;
 - ``run with nothing new`` and ``run with N new`` (``--incremental``, default
   5000): two more runs on the checkpoint of ``pipeline (both jobs)``, the
   fixed cost of a scheduled run and an incremental one, in the same process;
@@ -23,12 +27,14 @@ One run, one broker, one topic of N oslo ``messagingv2`` notifications
   new, and a run with ``--incremental`` new notifications; each starts once
   the machine is quiet (:func:`wait_quiet`, the wait recorded in the JSON).
 
+The broker is Apache Kafka (one KRaft node) unless ``--kafka-broker noida``,
+``--bootstrap`` or ``$NOTIFY_TRANSPORT_KAFKA_BOOTSTRAP`` names another.
 Spark phases run after a warm-up on a small topic (JVM and Python worker
 start-up, reported as ``cold start``). Prints a table with each rate and its
 ratio to the raw consume rate and writes JSON. Bounded by ``--max-seconds``;
 topics, outputs and the broker it started are removed at the end.
 
-    python bench/bench_pipeline.py --messages 200000 --phases raw,pipeline,incremental
+    python bench/bench_pipeline.py --messages 200000 --partitions 5 --phases raw,source,pipeline
     NOTIFY_TRANSPORT_KAFKA_BOOTSTRAP=host:9092 python -m bench.bench_pipeline
 """
 from __future__ import annotations
@@ -75,8 +81,9 @@ class Budget:
 
 
 @contextlib.contextmanager
-def broker(bootstrap: str | None) -> Iterator[str]:
-    """The given cluster, ``$NOTIFY_TRANSPORT_KAFKA_BOOTSTRAP``, or a noida-db started for the run."""
+def broker(bootstrap: str | None, kind: str = "apache-kafka") -> Iterator[str]:
+    """The given cluster, ``$NOTIFY_TRANSPORT_KAFKA_BOOTSTRAP``, or a broker of ``kind`` started for the run."""
+    from notify_transport.testing.apache_kafka import ApacheKafka
     from notify_transport.testing.brokers import NoidaBroker, external_kafka
 
     if bootstrap:
@@ -86,7 +93,7 @@ def broker(bootstrap: str | None) -> Iterator[str]:
     if external is not None:
         yield external.bootstrap
         return
-    with NoidaBroker() as started:
+    with (ApacheKafka() if kind == "apache-kafka" else NoidaBroker()) as started:
         yield started.bootstrap
 
 
@@ -163,7 +170,11 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--messages", type=int, default=50000)
     parser.add_argument("--partitions", type=int, default=2)
-    parser.add_argument("--bootstrap", help="host:port of a Kafka cluster (default: env, else noida-db)")
+    parser.add_argument("--bootstrap", help="host:port of a Kafka cluster (default: env, else --kafka-broker)")
+    parser.add_argument("--kafka-broker", choices=("apache-kafka", "noida"), default="apache-kafka",
+                        help="the broker started for the run when no cluster is named (default: apache-kafka)")
+    parser.add_argument("--sources", default="kafka,notify_kafka",
+                        help="readers of the Spark phases, each measured in turn (default: kafka,notify_kafka)")
     parser.add_argument("--master", default="local[2]")
     parser.add_argument("--max-seconds", type=float, default=420.0, help="bound of the whole run")
     parser.add_argument("--json", type=Path, default=DEFAULT_JSON)
@@ -177,9 +188,11 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
     logging.getLogger("py4j").setLevel(logging.WARNING)
-    # noida-db ignores fetch size limits: a fetch returns a whole partition, and one larger than
-    # librdkafka's receive limit (100 MB) is never read. Spread big runs over more partitions.
-    args.partitions = max(args.partitions, -(-args.messages // MAX_PER_PARTITION))
+    if args.kafka_broker == "noida":
+        # noida-db ignores fetch size limits: a fetch returns a whole partition, and one larger than
+        # librdkafka's receive limit (100 MB) is never read. Spread big runs over more partitions.
+        args.partitions = max(args.partitions, -(-args.messages // MAX_PER_PARTITION))
+    args.sources = [s for s in args.sources.split(",") if s]
     budget = Budget(args.max_seconds)
     phases = set(args.phases.split(","))
     work = Path(tempfile.mkdtemp(prefix="bench-pipeline-"))
@@ -191,8 +204,10 @@ def main(argv: list[str] | None = None) -> int:
                      "load_average_start": os.getloadavg()[0], "phases": {}}
     spark = None
     try:
-        with broker(args.bootstrap) as bootstrap:
+        with broker(args.bootstrap, args.kafka_broker) as bootstrap:
             results["broker"] = bootstrap
+            results["broker_kind"] = args.bootstrap or args.kafka_broker
+            results["sources"] = args.sources
             try:
                 LOG.info("Producing %d notifications to %s", args.messages, topic)
                 results["produce_rate"] = produce(bootstrap, topic, args.partitions, args.messages)
@@ -262,44 +277,52 @@ def _spark_phases(args, bootstrap: str, base: str, warm_base: str, work: Path, b
     big = Subscription(base_topics=(base,), priorities=("info",))
     small = Subscription(base_topics=(warm_base,), priorities=("info",))
 
-    def pipeline(name: str, job_names: tuple[str, ...], sub: Subscription) -> tuple[int, float]:
-        out = work / f"{name}-{sub.base_topics[0]}"
-        config = jobs.PipelineConfig(output=str(out), jobs=job_names, source_format="notify_kafka")
+    def pipeline(name: str, job_names: tuple[str, ...], sub: Subscription,
+                 source: str = args.sources[0]) -> tuple[int, float]:
+        out = work / f"{name}-{source}-{sub.base_topics[0]}"
+        config = jobs.PipelineConfig(output=str(out), jobs=job_names, source_format=source)
         summary = jobs.run(spark, settings, sub, config, once=True, max_seconds=max(1.0, budget.left() - 15))
         if "archive" in job_names:
             return int(archive_counts(out / "archive")["count"].sum()), summary.seconds
         stats = load_stats(out / "stats")
         return int(stats[stats.level == "window"]["count"].sum()), summary.seconds
 
-    def noop(name: str, transform, sub: Subscription) -> tuple[int, float]:
-        df = transform(read_kafka(spark, settings, sub, streaming=True, fmt="notify_kafka"), sub)
+    def noop(name: str, transform, sub: Subscription, source: str) -> tuple[int, float]:
+        df = transform(read_kafka(spark, settings, sub, streaming=True, fmt=source), sub)
         started = time.perf_counter()
-        query = (df.writeStream.format("noop").queryName(f"{name}_{sub.base_topics[0]}".replace("-", "_"))
+        query = (df.writeStream.format("noop")
+                 .queryName(f"{name}_{source}_{sub.base_topics[0]}".replace("-", "_"))
                  .trigger(availableNow=True)
-                 .option("checkpointLocation", str(work / f"{name}-{sub.base_topics[0]}")).start())
+                 .option("checkpointLocation", str(work / f"{name}-{source}-{sub.base_topics[0]}")).start())
         if not query.awaitTermination(max(1.0, budget.left() - 15)):
             query.stop()
         seconds = time.perf_counter() - started
         return sum(p.numInputRows for p in query.recentProgress), seconds
 
     started = time.perf_counter()
-    pipeline("warmup", jobs.JOBS, small)
+    for source in args.sources:
+        pipeline("warmup", jobs.JOBS, small, source)
     results["cold_start_seconds"] = round(time.perf_counter() - started, 2)
 
-    phases = [
-        ("source", "spark source", lambda sub: noop("source", lambda df, _s: df, sub)),
-        ("source_decode", "spark source + decode", lambda sub: noop(
-            "source_decode",
-            lambda df, s: decode.decode(df, s.base_topics).filter(F.col("error").isNull()), sub)),
-        ("archive", "archive job", lambda sub: pipeline("archive", ("archive",), sub)),
-        ("stats", "stats job", lambda sub: pipeline("stats", ("stats",), sub)),
-        ("pipeline", "pipeline (both jobs)", lambda sub: pipeline("pipeline", jobs.JOBS, sub)),
-    ]
-    for key, label, run in phases:
-        if key not in wanted or budget.left() < 45:
-            continue
-        fixed_rows, fixed_seconds = run(small)
-        record(label, *run(big), fixed=(fixed_rows, fixed_seconds))
+    def phases(source: str) -> list:
+        return [
+            ("source", "spark source", lambda sub: noop("source", lambda df, _s: df, sub, source)),
+            ("source_decode", "spark source + decode", lambda sub: noop(
+                "source_decode",
+                lambda df, s: decode.decode(df, s.base_topics, in_jvm=source == "kafka").filter(
+                    F.col("error").isNull()), sub, source)),
+            ("archive", "archive job", lambda sub: pipeline("archive", ("archive",), sub, source)),
+            ("stats", "stats job", lambda sub: pipeline("stats", ("stats",), sub, source)),
+            ("pipeline", "pipeline (both jobs)", lambda sub: pipeline("pipeline", jobs.JOBS, sub, source)),
+        ]
+    # phase by phase, each source in turn: both see the same machine state
+    for index in range(5):
+        for source in args.sources:
+            key, label, run = phases(source)[index]
+            if key not in wanted or budget.left() < 45:
+                continue
+            fixed_rows, fixed_seconds = run(small)
+            record(f"{label} [{source}]", *run(big), fixed=(fixed_rows, fixed_seconds))
     if "incremental" in wanted and "pipeline" in wanted and budget.left() >= 45:
         _incremental_phases(args, bootstrap, base, budget, results, pipeline, big)
     return spark
@@ -443,7 +466,7 @@ def _print_table(results: dict) -> None:
     print("'fixed s': the same phase on a topic of "
           f"{SMALL_TOPIC} notifications (query start, planning, commit, no-data batch); "
           "'marginal/s': extra notifications per extra second between the two runs")
-    print(f"{'phase':<24} {'rows':>7} {'seconds':>8} {'notif/s':>9} {'vs raw':>7} {'fixed s':>8} "
+    print(f"{'phase':<38} {'rows':>7} {'seconds':>8} {'notif/s':>9} {'vs raw':>7} {'fixed s':>8} "
           f"{'marginal/s':>11} {'vs raw':>7}")
     for name, phase in phases.items():
         ratio = f"{phase['rate'] / raw:.1%}" if raw else "-"
@@ -452,8 +475,24 @@ def _print_table(results: dict) -> None:
         marginal_text = f"{marginal:.0f}" if marginal else "-"
         marginal_ratio = f"{marginal / raw:.1%}" if marginal and raw else "-"
         flag = ("" if phase["complete"] else "  INCOMPLETE") + ("  (wall, whole command)" if phase.get("wall") else "")
-        print(f"{name:<24} {phase['rows']:>7} {phase['seconds']:>8.2f} {phase['rate']:>9.0f} {ratio:>7} "
+        print(f"{name:<38} {phase['rows']:>7} {phase['seconds']:>8.2f} {phase['rate']:>9.0f} {ratio:>7} "
               f"{fixed:>8} {marginal_text:>11} {marginal_ratio:>7}{flag}")
+    for line in source_ratios(phases):
+        print(line)
+
+
+def source_ratios(phases: dict) -> list[str]:
+    """Per phase measured with both readers: the connector's steady rate over notify_kafka's."""
+    lines = []
+    for name, phase in phases.items():
+        if not name.endswith(" [kafka]"):
+            continue
+        other = phases.get(name[:-len("[kafka]")] + "[notify_kafka]")
+        ours, theirs = phase.get("marginal_rate"), (other or {}).get("marginal_rate")
+        if ours and theirs:
+            lines.append(f"{name[:-len(' [kafka]')]}: connector {ours:.0f}/s steady, "
+                         f"{ours / theirs:.2f}x notify_kafka's {theirs:.0f}/s")
+    return lines
 
 
 if __name__ == "__main__":

@@ -2,7 +2,8 @@
 # Set up from nothing, idempotently: a virtualenv in .venv with the project and
 # the extras named as arguments (default: everything the tests need), plus the
 # system pieces those extras need (Java for Spark and Apache Kafka, Maven to fetch
-# Apache Kafka's jars from Maven Central into ~/.cache/notify-transport/jvm once;
+# Apache Kafka's and Spark's Kafka connector's jars from Maven Central into
+# ~/.cache/notify-transport/jvm once;
 # RabbitMQ is started by scripts/rabbitmq.sh).
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
@@ -45,6 +46,11 @@ esac
 case ",$EXTRAS," in
   *,spark,*)
     have_java17 || apt_install openjdk-17-jre-headless
+    command -v mvn >/dev/null 2>&1 || apt_install maven
+    # Spark's Kafka connector at the installed PySpark's version: the pipeline's reader of record
+    log "fetching Spark's Kafka connector with Maven (cached after the first run)"
+    "$VENV/bin/python" -m notify_transport.jvm fetch spark-kafka \
+      -D "spark.version=$("$VENV/bin/python" -c 'import pyspark; print(pyspark.__version__)')" >/dev/null
     # the pipeline report's browser test renders the page in headless Chromium
     if ! command -v chromium >/dev/null 2>&1 && ! command -v chromium-browser >/dev/null 2>&1; then
       apt_install chromium || log "chromium not installed: the report's browser test will be skipped"

@@ -15,6 +15,7 @@ from typing import Iterator
 import pytest
 
 from notify_transport.transport import open_transport_drivers
+from session_brokers import apache_kafka, noida  # noqa: F401 - session fixtures of every folder
 
 #: How long a thread that is finishing (its stop already asked for) may take to end.
 THREAD_GRACE = 5.0

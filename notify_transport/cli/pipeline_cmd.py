@@ -67,11 +67,12 @@ def add_run_parser(sub: Any) -> argparse.ArgumentParser:
                      help="where a new query starts: earliest, latest or JSON "
                           '{"topic": {"0": offset}} (default: earliest)')
     src.add_argument("--max-records-per-trigger", type=int, metavar="N",
-                     help="cap each micro-batch at N records: the oldest by broker time across the "
-                          "partitions")
+                     help="cap each micro-batch at N records (notify_kafka: the oldest by broker time "
+                          "across the partitions; Spark's connector: N split between the partitions by "
+                          "their backlog)")
     src.add_argument("--source", default="auto", choices=("auto", "notify_kafka", "kafka"),
-                     help="Kafka reader: Spark's kafka format when on the classpath, else the "
-                          "notify_kafka Python data source (default: auto)")
+                     help="Kafka reader: Spark's Kafka connector when the set-up fetched it (decodes in "
+                          "the JVM), else the notify_kafka Python data source (default: auto)")
     src.add_argument("--no-fail-on-data-loss", action="store_true",
                      help="log and skip offsets deleted before they were read instead of failing")
     out = run_parser.add_argument_group("outputs")

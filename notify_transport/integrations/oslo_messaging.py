@@ -43,7 +43,7 @@ from oslo_messaging._drivers import base as oslo_base
 from notify_transport import exceptions as nt_exceptions
 from notify_transport.drivers.base import BaseDriver, IncomingMessage, Listener, close_listeners
 from notify_transport.drivers.kafka.driver import KafkaDriver
-from notify_transport.drivers.kafka.reporting import RateLimitedLog
+from notify_transport.drivers.reporting import RateLimitedLog
 from notify_transport.drivers.ntkafka import split_listener_options
 from notify_transport.integrations.eventlet_support import Offload, log_bridge, use_native_threads
 from notify_transport.target import Target

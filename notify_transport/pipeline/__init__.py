@@ -12,6 +12,8 @@ Modules, in data-flow order:
 - :mod:`.offsets`: offset ranges and the per-trigger cut on broker time, without Spark.
 - :mod:`.kafka_io`, :mod:`.source`: the ``notify_kafka`` PySpark data source, on the
   driver's group-less reader.
+- :mod:`.connector`: Spark's Kafka connector's jars (fetched by the set-up) on the session's
+  ``spark.jars``.
 - :mod:`.reading`: the source DataFrame, from ``notify_kafka`` or Spark's ``kafka``.
 - :mod:`.decode`: oslo envelopes to columns, in an Arrow UDF.
 - :mod:`.dedup`: which copy of a duplicate is kept, across micro-batches and runs.

@@ -1,15 +1,25 @@
-"""oslo notification envelopes to typed columns, in an Arrow UDF.
+"""oslo notification envelopes to typed columns: in Python (an Arrow UDF) or in the JVM.
 
-Each Kafka record goes through :func:`notify_transport.drivers.envelope.decode_notification`
-(``messagingv2`` and ``messaging``, both context styles), inside
-``mapInArrow`` so records cross between the JVM and Python in Arrow batches.
-A record that is not a notification keeps its coordinates and bytes and gets
-an ``error`` text instead of a crash; :func:`notifications` and
-:func:`errors` split the two.
+The reference is :func:`notify_transport.drivers.envelope.decode_notification`
+(``messagingv2`` and ``messaging``, both context styles), run by
+:func:`decode_batches` inside ``mapInArrow`` so records cross between the JVM
+and Python in Arrow batches. A record that is not a notification keeps its
+coordinates and bytes and gets an ``error`` text instead of a crash;
+:func:`notifications` and :func:`errors` split the two.
+
+Records read by Spark's Kafka connector are decoded in the JVM instead
+(:func:`decode` with ``in_jvm``): Spark SQL's JSON reader parses the envelope
+and the message, and a record whose bytes hold anything on which the two
+readers could answer differently (a number in exponent form, an escaped
+control character, a payload that is a string, prefixed context keys, keys
+given twice, text that is not UTF-8, anything Spark SQL cannot parse) is
+decoded by the Python reference instead. Only those records' bytes cross into
+Python; the outputs are the reference's, row for row.
 """
 from __future__ import annotations
 
 import datetime
+import re
 from typing import Any, Iterable, Iterator, Sequence
 
 from pyspark.sql.types import (BinaryType, IntegerType, LongType, StringType, StructField, StructType,
@@ -189,15 +199,181 @@ def _where(mask, when_true, when_false):
     return pc.if_else(mask, when_true, when_false)
 
 
-def decode(kafka_df, base_topics: Sequence[str] = (), with_payload: bool = True):
+def decode(kafka_df, base_topics: Sequence[str] = (), with_payload: bool = True, in_jvm: bool = False):
     """Decoded DataFrame (:data:`DECODED_SCHEMA`) of a DataFrame with Spark's Kafka columns.
 
     Without ``with_payload`` the ``payload`` column is null, which saves
     re-serializing it when only the other columns are used (the statistics).
+    ``in_jvm`` decodes with Spark SQL, handing Python only the records the
+    module docstring lists; the rows are the same either way.
     """
     bases = tuple(base_topics)
-    return kafka_df.select("key", "value", "topic", "partition", "offset", "timestamp").mapInArrow(
-        lambda batches: decode_batches(batches, bases, with_payload), DECODED_SCHEMA)
+    kafka_df = kafka_df.select("key", "value", "topic", "partition", "offset", "timestamp")
+    if in_jvm:
+        return _decode_in_jvm(kafka_df, bases, with_payload)
+    return kafka_df.mapInArrow(lambda batches: decode_batches(batches, bases, with_payload), DECODED_SCHEMA)
+
+
+# -- decoding in the JVM -------------------------------------------------------------------------
+
+#: A 2.0 envelope as oslo.messaging and this library write it: the version, then one JSON string.
+_V2_ENVELOPE = r'^\{"oslo\.version": "2\.0", "oslo\.message": "(?:[^"\\]|\\.)*+"\}\z'
+#: In the record's bytes: a UTF-16 surrogate escape, at either level of escaping (a lone one is no text).
+_SURROGATE = r'\\u[dD][89a-fA-F]'
+#: In the message text: what Spark SQL's JSON reader and Python's may read or write differently.
+_PYTHON_ONLY = "|".join([
+    r'\\u00[01][0-9a-fA-F]',            # an escaped control character: the case of its hex digits
+    r'[:,\[]\s*-?[0-9.]+[eE]',            # a number in exponent form
+    r'[:,\[]\s*-?(?:NaN|Infinity)',      # not JSON, though both readers could take it
+    r'"_context_',                      # context as prefixed keys: merged by the reference only
+    r'"payload":\s*"',                  # a payload that is a string (the JVM reads it unquoted)
+])
+#: In the payload as Spark writes it back: a double outside Java's plain notation, or a character
+#: beyond the Basic Multilingual Plane (Spark escapes it as a surrogate pair, Python writes it as is).
+_JAVA_WRITES_OTHERWISE = r'[:,\[]-?[0-9]+\.[0-9]+E|\\u[dD][89a-fA-F]'
+#: The notification's timestamp as oslo writes it (``str(utcnow())``), which the JVM parses alike.
+_OSLO_TIMESTAMP = r'^[0-9]{4}-[0-9]{2}-[0-9]{2} [0-9]{2}:[0-9]{2}:[0-9]{2}(\.[0-9]{6})?\z'
+_MESSAGE_FIELDS = ("message_id", "publisher_id", "event_type", "priority", "timestamp", "_context")
+#: Spark's JSON reader held to what Python's json module accepts.
+_STRICT_JSON = {"allowSingleQuotes": "false", "allowNonNumericNumbers": "false",
+                "allowUnquotedControlChars": "false", "mode": "PERMISSIVE"}
+
+
+def _jvm_columns(kafka_df, bases: tuple[str, ...], with_payload: bool):
+    """``(ok, columns)``: whether the JVM can vouch for a record, and its :data:`DECODED_SCHEMA` columns
+    as Spark SQL reads them (meaningful where ``ok``)."""
+    from pyspark.sql import functions as F
+
+    value = F.col("value")
+    text = value.cast("string")
+    is_v2 = text.rlike(_V2_ENVELOPE)
+    outer = F.from_json(text, "`oslo.message` string", _STRICT_JSON)
+    inner = (F.when(is_v2, outer["oslo.message"])
+             .when(~(F.instr(text, '"oslo.version"') > 0) & ~(F.instr(text, '"oslo.message"') > 0), text))
+    schema = ", ".join(f"`{name}` variant" for name in _MESSAGE_FIELDS) + ", payload string"
+    message = F.from_json(inner, schema, _STRICT_JSON)
+
+    def kind(field):  # the JSON type of a top-level field: STRING, OBJECT<...>, ..., VOID; null if absent
+        return F.schema_of_variant(message[field])
+
+    def string(field):
+        return F.try_variant_get(message[field], "$", "string")
+
+    context = message["_context"]
+    payload = F.coalesce(message["payload"], F.lit("null"))
+    stamp = string("timestamp")
+    parsed_stamp = F.try_to_timestamp(stamp, F.lit("yyyy-MM-dd HH:mm:ss[.SSSSSS]"))
+    request_kind = F.schema_of_variant(F.variant_get(context, "$.request_id", "variant"))
+    ok = (F.is_valid_utf8(text) & ~text.rlike(_SURROGATE) & inner.isNotNull()
+          & ~inner.rlike(_PYTHON_ONLY) & message.isNotNull()
+          & (kind("message_id") == "STRING") & (F.length(string("message_id")) > 0)
+          & (kind("event_type") == "STRING") & (kind("priority") == "STRING")
+          & string("priority").rlike("^[A-Za-z]*\\z")
+          & (kind("timestamp") == "STRING") & stamp.rlike(_OSLO_TIMESTAMP) & parsed_stamp.isNotNull()
+          & (context.isNull() | kind("_context").startswith("OBJECT") | (kind("_context") == "VOID"))
+          & ~payload.rlike(_JAVA_WRITES_OTHERWISE) & F.try_parse_json(payload).isNotNull())
+    base, vhost = topic_parts(F.col("topic"), bases)
+    columns = {
+        "message_id": string("message_id"),
+        "publisher_id": F.when(kind("publisher_id") == "STRING", string("publisher_id")),
+        "event_type": string("event_type"),
+        "priority": F.upper(string("priority")),
+        "payload": payload if with_payload else F.lit(None).cast("string"),
+        "timestamp": parsed_stamp,
+        "request_id": F.when(request_kind == "STRING",
+                             F.try_variant_get(context, "$.request_id", "string")),
+        "envelope": F.when(F.instr(F.substring(value, 1, _ENVELOPE_SNIFF).cast("string"),
+                                   _ENVELOPE_KEY.decode()) > 0, F.lit("2.0")).otherwise(F.lit("1.0")),
+        "topic": F.col("topic"), "partition": F.col("partition"), "offset": F.col("offset"),
+        "kafka_timestamp": F.col("timestamp"), "vhost": vhost, "base_topic": base,
+    }
+    return F.coalesce(ok, F.lit(False)), columns
+
+
+def decoded_in_jvm(kafka_df):
+    """``kafka_df`` with a boolean ``decoded_in_jvm``: False for the records Python decodes."""
+    ok, _ = _jvm_columns(kafka_df, (), True)
+    return kafka_df.withColumn("decoded_in_jvm", ok)
+
+
+def _decode_in_jvm(kafka_df, bases: tuple[str, ...], with_payload: bool):
+    """:func:`decode` in Spark SQL; the records it cannot vouch for through :func:`decode_batches`."""
+    from pyspark.sql import functions as F
+
+    ok, jvm = _jvm_columns(kafka_df, bases, with_payload)
+    fallback = _python_fallback(bases, with_payload)
+    rows = kafka_df.withColumn("_ok", ok)
+    rows = rows.withColumn("_py", fallback(F.when(~F.col("_ok"), F.col("value")), F.col("topic"),
+                                           ~F.col("_ok")))
+    python_error = ~F.col("_ok") & F.col("_py")["error"].isNotNull()
+    columns = []
+    for field in DECODED_SCHEMA:
+        name = field.name
+        if name in _FALLBACK_FIELDS:
+            column = F.when(F.col("_ok"), jvm.get(name)).otherwise(F.col("_py")[name])
+        elif name in ("key", "value"):  # an error row keeps the record's bytes
+            column = F.when(python_error, F.col(name))
+        else:
+            column = jvm[name]
+        columns.append(column.cast(field.dataType).alias(name))
+    return rows.select(*columns)
+
+
+#: The columns :func:`_python_fallback` computes for a record the JVM left to it.
+_FALLBACK_FIELDS = ("message_id", "publisher_id", "event_type", "priority", "payload", "timestamp",
+                    "request_id", "envelope", "error")
+
+
+def _python_fallback(bases: tuple[str, ...], with_payload: bool):
+    """An Arrow UDF decoding by the reference the values it is asked to (``wanted``); null for the others.
+
+    The JVM hands it a null value for every record it decoded itself, so only
+    the others' bytes cross into Python.
+    """
+    import pyarrow as pa
+    import pyarrow.compute as pc
+    from pyspark.sql.functions import arrow_udf
+    from pyspark.sql.pandas.types import to_arrow_type
+    from pyspark.sql.types import StructType
+
+    schema = StructType([DECODED_SCHEMA[name] for name in _FALLBACK_FIELDS])
+    arrow_type = to_arrow_type(schema, timezone="UTC")
+
+    @arrow_udf(schema)  # type: ignore[call-overload]  # a struct result, which the stubs do not list
+    def fallback(values, topics, wanted):
+        present = pc.fill_null(wanted, False)
+        if not pc.any(present).as_py():
+            return pa.nulls(len(values), arrow_type)
+        size = len(values)
+        batch = pa.RecordBatch.from_arrays(
+            [pa.nulls(size, pa.binary()), values, topics, pa.nulls(size, pa.int32()),
+             pa.nulls(size, pa.int64()), pa.nulls(size, pa.timestamp("us", tz="UTC"))],
+            names=["key", "value", "topic", "partition", "offset", "timestamp"])
+        decoded = next(decode_batches([batch], bases, with_payload))
+        return pa.StructArray.from_arrays([decoded.column(name) for name in _FALLBACK_FIELDS],
+                                          fields=list(arrow_type), mask=pc.invert(present))
+
+    return fallback
+
+
+def topic_parts(topic, base_topics: Sequence[str] = ()):
+    """``(base, vhost)`` columns of a topic column: :func:`~notify_transport.drivers.naming.parse_topic` in SQL."""
+    from pyspark.sql import functions as F
+
+    from notify_transport.drivers.naming import PRIORITIES
+
+    prios = "|".join(re.escape(p) for p in PRIORITIES)
+    exact = None
+    if base_topics:
+        bases = "|".join(re.escape(b) for b in sorted(base_topics, key=len, reverse=True))
+        exact = rf"^({bases})\.(?:{prios})(?:\.(.*))?\z"
+    generic = rf"^(.*?)\.(?:{prios})(?:\.(.*))?\z"
+    base = F.when(topic.rlike(generic), F.regexp_extract(topic, generic, 1)).otherwise(topic)
+    vhost = F.when(topic.rlike(generic), F.nullif(F.regexp_extract(topic, generic, 2), F.lit("")))
+    if exact is not None:
+        base = F.when(topic.rlike(exact), F.regexp_extract(topic, exact, 1)).otherwise(base)
+        vhost = F.when(topic.rlike(exact), F.nullif(F.regexp_extract(topic, exact, 2), F.lit(""))).otherwise(vhost)
+    return base, vhost
 
 
 def notifications(decoded_df):

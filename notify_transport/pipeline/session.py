@@ -103,19 +103,24 @@ def run_conf(backlog: int | None) -> dict[str, str]:
 
 def build_session(master: str | None = None, app_name: str = "notify-transport-pipeline",
                   shuffle_partitions: int = 2, extra_conf: Mapping[str, str] | None = None,
-                  log_level: str = "WARN", class_cache: bool = True):
+                  log_level: str = "WARN", class_cache: bool = True, kafka_connector: bool = True):
     """Return the pipeline's SparkSession (reusing a running one) with ``notify_kafka`` registered.
 
     ``class_cache``: a local driver JVM uses (or writes) the class-data-sharing
     archive of :mod:`.class_cache`, unless ``extra_conf`` sets the driver's Java options.
+    ``kafka_connector``: Spark's Kafka connector joins ``spark.jars`` when the
+    set-up fetched it (:mod:`.connector`), on a local master and on a cluster alike.
     """
     from pyspark.sql import SparkSession
 
+    from notify_transport.pipeline import connector
     from notify_transport.pipeline.source import NotifyKafkaDataSource
 
     master = master or DEFAULT_MASTER
     prepare_environment(master)
     conf = {**default_conf(master, shuffle_partitions), **(extra_conf or {})}
+    if kafka_connector:
+        conf.update(connector.session_conf(conf.get("spark.jars")))
     cache = None
     if class_cache and is_local(master) and JAVA_OPTIONS not in (extra_conf or {}) \
             and SparkSession.getActiveSession() is None:

@@ -25,6 +25,7 @@ from waits import wait_until
 
 from notify_transport.testing.apache_kafka import ApacheKafka
 from notify_transport.testing.brokers import Broker, NoidaBroker, TansuBroker, external_kafka
+from session_brokers import kept_logs_on_failure
 
 #: Every topic a test session creates starts with this, so that they can be found and deleted.
 SESSION_PREFIX = f"nt{uuid.uuid4().hex[:6]}"
@@ -56,46 +57,20 @@ KAFKA_BROKERS = ["apache_kafka", "noida", *EXTERNAL]
 
 
 @pytest.fixture(scope="session")
-def apache_kafka(request: pytest.FixtureRequest) -> Iterator[ApacheKafka]:
-    """Apache Kafka, one KRaft node (broker and controller): the broker of record."""
-    with _kept_logs_on_failure(request, ApacheKafka()) as broker:
-        yield broker
-
-
-@pytest.fixture(scope="session")
 def kafka_cluster(request: pytest.FixtureRequest) -> Iterator[ApacheKafka]:
     """Apache Kafka, three nodes (replication factor 3, min.insync.replicas=2).
 
     Tests that stop or kill a node start it again before they end (a fault test's
     ``finally``), so the next test finds all three registered.
     """
-    with _kept_logs_on_failure(request, ApacheKafka(nodes=3)) as cluster:
+    with kept_logs_on_failure(request, ApacheKafka(nodes=3)) as cluster:
         yield cluster
-
-
-@contextlib.contextmanager
-def _kept_logs_on_failure(request: pytest.FixtureRequest, broker: ApacheKafka) -> Iterator[ApacheKafka]:
-    failed_before = request.session.testsfailed
-    broker.start()
-    try:
-        yield broker
-    finally:
-        broker.close(keep_logs=request.session.testsfailed > failed_before)
 
 
 @pytest.fixture(params=KAFKA_BROKERS)
 def kafka_broker(request: pytest.FixtureRequest) -> Broker:
     """Apache Kafka (one node), then noida (and the external cluster when set)."""
     return request.getfixturevalue(request.param)
-
-
-@pytest.fixture(scope="session")
-def noida() -> Iterator[NoidaBroker]:
-    """The main broker: noida-db, data kept across restart()."""
-    broker = NoidaBroker()
-    broker.start()
-    yield broker
-    broker.close()
 
 
 @pytest.fixture
@@ -110,7 +85,7 @@ def own_noida(tmp_path: Any) -> Iterator[NoidaBroker]:
 @pytest.fixture
 def own_apache_kafka(request: pytest.FixtureRequest, tmp_path: Any) -> Iterator[ApacheKafka]:
     """An Apache Kafka node of the test's own (data in its tmp_path), for tests that stop or kill it."""
-    with _kept_logs_on_failure(request, ApacheKafka(base_dir=tmp_path / "kafka")) as broker:
+    with kept_logs_on_failure(request, ApacheKafka(base_dir=tmp_path / "kafka")) as broker:
         yield broker
 
 

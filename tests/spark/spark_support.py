@@ -1,4 +1,4 @@
-"""Helpers of the Spark tests: a Kafka-protocol broker and a notification producer.
+"""Helpers of the Spark tests: a notification producer and the clock of the notifications.
 
 Notifications are encoded with :mod:`notify_transport.drivers.envelope` and
 produced with confluent-kafka directly, so these tests depend only on the
@@ -10,24 +10,11 @@ import contextlib
 import datetime
 import gc
 import uuid
-from typing import Iterator
 
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from notify_transport.drivers import envelope
-from notify_transport.testing.brokers import NoidaBroker, external_kafka
-
-
-@contextlib.contextmanager
-def kafka_broker() -> Iterator[str]:
-    """``host:port`` of the cluster named by ``$NOTIFY_TRANSPORT_KAFKA_BOOTSTRAP``, else of a noida-db."""
-    external = external_kafka()
-    if external is not None:
-        yield external.bootstrap
-        return
-    with NoidaBroker() as broker:
-        yield broker.bootstrap
 
 
 def utc(seconds_ago: float = 0.0) -> datetime.datetime:

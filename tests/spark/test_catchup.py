@@ -35,8 +35,8 @@ def _millis(stamp: datetime.datetime) -> int:
     return int(stamp.replace(tzinfo=datetime.timezone.utc).timestamp() * 1000)
 
 
-def test_capped_catch_up_with_restarts_counts_every_on_time_notification(spark, kafka_bootstrap, producer,
-                                                                        tmp_path):
+def test_capped_catch_up_with_restarts_counts_every_on_time_notification(spark, connector, kafka_bootstrap,
+                                                                        producer, tmp_path):
     base = producer.unique_base("catchup")
     info, error = f"{base}.info", f"{base}.error"
     producer.create_topics({info: 3, error: 1})
@@ -70,7 +70,7 @@ def test_capped_catch_up_with_restarts_counts_every_on_time_notification(spark, 
 
     settings = KafkaSettings.from_url(f"kafka://{kafka_bootstrap}")
     subscription = Subscription(base_topics=(base,), priorities=("info", "error"))
-    config = jobs.PipelineConfig(output=str(tmp_path), source_format="notify_kafka", max_per_trigger=CAP,
+    config = jobs.PipelineConfig(output=str(tmp_path), source_format=connector, max_per_trigger=CAP,
                                  trigger_interval="1 second", stats_compact_every=4)
     first = jobs.run(spark, settings, subscription, config, once=False, max_batches=3, max_seconds=300)
     second = jobs.run(spark, settings, subscription, config, once=False, max_batches=3, max_seconds=300)

@@ -1,11 +1,12 @@
-"""Cluster mode: the pipeline on a Spark standalone master and worker gives the counts of a local run.
+"""Cluster mode: the pipeline on a Spark standalone master and two workers gives the counts of a local run.
 
 The master and the worker are pyspark's own classes started through
 ``spark-class`` on 127.0.0.1 (:mod:`notify_transport.testing.spark_standalone`);
 the cluster run is the CLI with ``--master spark://127.0.0.1:PORT`` in its
 own process (a driver talking to the cluster), the local run the shared
-session of these tests. Kafka is read by the executors, through the
-``notify_kafka`` data source.
+session of these tests. Kafka is read by the executors through Spark's Kafka
+connector, whose jars the driver ships to them (``spark.jars``): the workers'
+own classpath is Spark's alone.
 """
 from __future__ import annotations
 
@@ -25,7 +26,7 @@ from notify_transport.testing.spark_standalone import StandaloneCluster
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory):
-    with StandaloneCluster(tmp_path_factory.mktemp("spark-cluster"), cores=2, memory="1g") as started:
+    with StandaloneCluster(tmp_path_factory.mktemp("spark-cluster"), workers=2, cores=1, memory="1g") as started:
         yield started
 
 
@@ -38,7 +39,7 @@ def _counts(output):
             "error_count": int(windows["error_count"].sum())}
 
 
-def test_cluster_run_counts_equal_a_local_run(cluster, spark, kafka_bootstrap, producer, tmp_path):
+def test_cluster_run_counts_equal_a_local_run(cluster, spark, connector, kafka_bootstrap, producer, tmp_path):
     base = producer.unique_base("cluster")
     topics = {f"{base}.info": 3, f"{base}.error": 1}
     producer.create_topics(topics)
@@ -53,14 +54,14 @@ def test_cluster_run_counts_equal_a_local_run(cluster, spark, kafka_bootstrap, p
 
     local = tmp_path / "local"
     jobs.run(spark, KafkaSettings.from_url(f"kafka://{kafka_bootstrap}"), Subscription(base_topics=(base,)),
-             jobs.PipelineConfig(output=str(local), source_format="notify_kafka"), once=True)
+             jobs.PipelineConfig(output=str(local), source_format=connector), once=True)
 
     remote = tmp_path / "cluster"
     env = {**os.environ, "PYSPARK_PYTHON": sys.executable}
     done = subprocess.run(
         [sys.executable, "-m", "notify_transport.pipeline", "run", "--once", "--master", cluster.master_url,
          "--transport-url", f"kafka://{kafka_bootstrap}", "--topics", base, "--output", str(remote),
-         "--source", "notify_kafka", "--max-records-per-trigger", "160",
+         "--source", connector, "--max-records-per-trigger", "160",
          "--spark-conf", "spark.executor.memory=512m", "--spark-conf", "spark.driver.host=127.0.0.1",
          "--spark-conf", "spark.driver.bindAddress=127.0.0.1"],
         capture_output=True, text=True, timeout=600, env=env)
@@ -71,6 +72,8 @@ def test_cluster_run_counts_equal_a_local_run(cluster, spark, kafka_bootstrap, p
     expected = _counts(local)
     assert expected["stats"] == 300 and expected["errors"] == 1 and expected["error_count"] == 30
     assert _counts(remote) == expected
-    apps = list((cluster.work_dir / "worker-0").glob("app-*"))
-    assert apps, "no application ran on the worker"
+    for worker in ("worker-0", "worker-1"):  # an executor on each, each fetched the connector's jars
+        apps = list((cluster.work_dir / worker).glob("app-*"))
+        assert apps, f"no application ran on {worker}"
+        assert list(apps[0].rglob("spark-sql-kafka-0-10_*.jar")), f"the connector was not shipped to {worker}"
     producer.delete_topics(list(topics))

@@ -80,7 +80,7 @@ def _archive_ids(path: Path) -> list[str]:
 
 
 @pytest.fixture(scope="module", params=sorted(CLOCKS))
-def scenario(request, spark, kafka_bootstrap, producer, tmp_path_factory):
+def scenario(request, spark, connector, kafka_bootstrap, producer, tmp_path_factory):
     clock = Clock(CLOCKS[request.param]())
     base = producer.unique_base("pipe")
     info, error, critical = (f"{base}.{p}.{VHOST}" for p in ("info", "error", "critical"))
@@ -117,7 +117,7 @@ def scenario(request, spark, kafka_bootstrap, producer, tmp_path_factory):
 
     settings = KafkaSettings.from_url(f"kafka://{kafka_bootstrap}/{VHOST}")
     subscription = Subscription(base_topics=(base,), vhost=settings.vhost)
-    config = jobs.PipelineConfig(output=str(output), source_format="notify_kafka")
+    config = jobs.PipelineConfig(output=str(output), source_format=connector)
     summary1 = jobs.run(spark, settings, subscription, config, once=True)
     archived = len(_archive_ids(output / "archive"))
 
@@ -263,12 +263,12 @@ def test_report_shows_the_numbers_of_the_data(scenario, tmp_path):
         assert (index.parent / name).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
-def test_batch_statistics_match_the_archive(spark, scenario):
+def test_batch_statistics_match_the_archive(spark, connector, scenario):
     from notify_transport.pipeline import decode
     from notify_transport.pipeline.reading import read_kafka
 
     kafka_df = read_kafka(spark, scenario.settings, scenario.subscription, streaming=False,
-                          fmt="notify_kafka")
+                          fmt=connector)
     notifications = decode.notifications(decode.decode(kafka_df, scenario.subscription.base_topics))
     stats = jobs.window_stats(notifications, "1 minute")
     totals = {r.event_type: r.total for r in stats.groupBy("event_type").agg(
@@ -290,7 +290,7 @@ class _CrashAfterWrite:
             raise RuntimeError("injected crash after the batch was written")
 
 
-def test_crash_after_write_replays_the_batch_exactly_once(spark, kafka_bootstrap, producer, tmp_path):
+def test_crash_after_write_replays_the_batch_exactly_once(spark, connector, kafka_bootstrap, producer, tmp_path):
     base = producer.unique_base("crash")
     topic = f"{base}.info"
     producer.create_topics({topic: 2})
@@ -299,7 +299,7 @@ def test_crash_after_write_replays_the_batch_exactly_once(spark, kafka_bootstrap
     producer.flush()
     settings = KafkaSettings.from_url(f"kafka://{kafka_bootstrap}")
     subscription = Subscription(base_topics=(base,))
-    config = jobs.PipelineConfig(output=str(tmp_path), jobs=("archive",), source_format="notify_kafka")
+    config = jobs.PipelineConfig(output=str(tmp_path), jobs=("archive",), source_format=connector)
     crash = _CrashAfterWrite(jobs.PipelineBatch(config))
     with pytest.raises(Exception, match="injected crash"):
         jobs.run(spark, settings, subscription, config, once=True, batch_fn=crash)
@@ -314,7 +314,7 @@ def test_crash_after_write_replays_the_batch_exactly_once(spark, kafka_bootstrap
     producer.delete_topics([topic])
 
 
-def test_cli_runs_once_and_builds_the_report(kafka_bootstrap, producer, tmp_path, capsys):
+def test_cli_runs_once_and_builds_the_report(connector, kafka_bootstrap, producer, tmp_path, capsys):
     from notify_transport.pipeline.__main__ import main
 
     base = producer.unique_base("cli")
@@ -325,7 +325,7 @@ def test_cli_runs_once_and_builds_the_report(kafka_bootstrap, producer, tmp_path
             event_type="network.port.update", priority=prio), 2.0)
     producer.flush()
     run = ["run", "--once", "--transport-url", f"kafka://{kafka_bootstrap}/cli", "--topics", base,
-           "--output", str(tmp_path / "out"), "--source", "notify_kafka", "--max-records-per-trigger", "5"]
+           "--output", str(tmp_path / "out"), "--source", connector, "--max-records-per-trigger", "5"]
     assert main([*run, "--report"]) == 0
     printed = capsys.readouterr().out
     assert '"input_rows": 12' in printed and '"notifications": 12' in printed and "Report:" in printed
@@ -343,7 +343,7 @@ def test_cli_runs_once_and_builds_the_report(kafka_bootstrap, producer, tmp_path
     producer.delete_topics([f"{base}.info.cli", f"{base}.warn.cli"])
 
 
-def test_statistics_files_are_compacted_without_changing_the_numbers(spark, kafka_bootstrap, producer,
+def test_statistics_files_are_compacted_without_changing_the_numbers(spark, connector, kafka_bootstrap, producer,
                                                                     tmp_path):
     base = producer.unique_base("compact")
     topic = f"{base}.info"
@@ -352,7 +352,7 @@ def test_statistics_files_are_compacted_without_changing_the_numbers(spark, kafk
     for i in range(30):  # one broker millisecond each: capped batches are cut between them
         producer.send(topic, producer.notification(event_type=f"e{i % 3}"), 2.0, i % 2, broker_millis=base_ms + i)
     producer.flush()
-    config = jobs.PipelineConfig(output=str(tmp_path), jobs=("stats",), source_format="notify_kafka",
+    config = jobs.PipelineConfig(output=str(tmp_path), jobs=("stats",), source_format=connector,
                                  max_per_trigger=10, stats_compact_every=2)
     summary = jobs.run(spark, KafkaSettings.from_url(f"kafka://{kafka_bootstrap}"),
                        Subscription(base_topics=(base,)), config, once=True)

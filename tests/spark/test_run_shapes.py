@@ -6,7 +6,8 @@ keeping the wrong copy makes it late. The kept copy must be the first by
 broker time (ties: topic, partition, offset) in: one uncapped run; a run
 followed by an incremental run; a capped catch-up whose process is killed
 with SIGKILL twice, then finished. Archive, errors, late counts and
-statistics must be identical in the three.
+statistics must be identical in the three, with Spark's Kafka connector on
+Apache Kafka and on noida, and with the ``notify_kafka`` source.
 """
 from __future__ import annotations
 
@@ -19,13 +20,14 @@ import time
 from pathlib import Path
 
 import pyarrow.dataset as ds
+import pytest
 
 from notify_transport.pipeline import jobs
 from notify_transport.pipeline.kafka_settings import KafkaSettings
 from notify_transport.pipeline.reading import Subscription
 from notify_transport.pipeline.stats_files import load_partials
 from notify_transport.pipeline.report import load_stats
-from spark_support import utc
+from spark_support import NotificationProducer, utc
 
 CAP = 25
 LATENESS = "1 minute"
@@ -113,14 +115,36 @@ def _run_killed(command: list[str], checkpoint: Path, more_commits: int, timeout
         process.wait(30)
 
 
-def test_kept_copies_and_outputs_are_identical_in_every_run_shape(spark, kafka_bootstrap, producer, tmp_path):
+@pytest.fixture
+def reading(request, kafka_bootstrap, producer, spark):
+    """``(source, bootstrap, producer)`` of a parametrized ``(source, broker)``; broker ``record`` is
+    the session's broker of record (Apache Kafka), ``noida`` the embedded default."""
+    source, broker = request.param
+    if source == "kafka":
+        request.getfixturevalue("connector")
+    if broker == "record":
+        yield source, kafka_bootstrap, producer
+        return
+    bootstrap = request.getfixturevalue(broker).bootstrap
+    own = NotificationProducer(bootstrap)
+    try:
+        yield source, bootstrap, own
+    finally:
+        own.close()
+
+
+@pytest.mark.parametrize("reading", [("kafka", "record"), ("notify_kafka", "record"), ("kafka", "noida")],
+                         ids=["connector-apache_kafka", "notify_kafka-apache_kafka", "connector-noida"],
+                         indirect=True)
+def test_kept_copies_and_outputs_are_identical_in_every_run_shape(spark, reading, tmp_path):
+    source, kafka_bootstrap, producer = reading
     plan = Plan(producer, producer.unique_base("shapes"))
     settings = KafkaSettings.from_url(f"kafka://{kafka_bootstrap}")
     subscription = Subscription(base_topics=(plan.info.rsplit(".", 1)[0],), priorities=("info", "error"))
     uncapped, incremental, capped = tmp_path / "uncapped", tmp_path / "incremental", tmp_path / "capped"
 
     def config(output: Path, cap: int | None = None) -> jobs.PipelineConfig:
-        return jobs.PipelineConfig(output=str(output), source_format="notify_kafka", lateness=LATENESS,
+        return jobs.PipelineConfig(output=str(output), source_format=source, lateness=LATENESS,
                                    max_per_trigger=cap, trigger_interval="1 second", stats_compact_every=3)
 
     pending: dict = {}
@@ -133,7 +157,7 @@ def test_kept_copies_and_outputs_are_identical_in_every_run_shape(spark, kafka_b
 
     command = [sys.executable, "-m", "notify_transport.pipeline", "run", "--transport-url",
                f"kafka://{kafka_bootstrap}", "--topics", subscription.base_topics[0], "--priorities", "info,error",
-               "--output", str(capped), "--source", "notify_kafka", "--lateness", LATENESS,
+               "--output", str(capped), "--source", source, "--lateness", LATENESS,
                "--max-records-per-trigger", str(CAP), "--trigger-interval", "1 second", "--continuous"]
     checkpoint = capped / "_checkpoints"
     _run_killed(command, checkpoint, 2)
@@ -157,7 +181,7 @@ def test_kept_copies_and_outputs_are_identical_in_every_run_shape(spark, kafka_b
 
 
 def test_a_copy_read_after_its_archived_copy_is_a_duplicate_even_with_an_earlier_broker_time(
-        spark, kafka_bootstrap, producer, tmp_path):
+        spark, connector, kafka_bootstrap, producer, tmp_path):
     base = producer.unique_base("earlier")
     topic = f"{base}.info"
     producer.create_topics({topic: 2})
@@ -166,7 +190,7 @@ def test_a_copy_read_after_its_archived_copy_is_a_duplicate_even_with_an_earlier
     producer.send(topic, message, 2.0, 1, broker_millis=start_ms + 100)
     producer.flush()
     settings = KafkaSettings.from_url(f"kafka://{kafka_bootstrap}")
-    config = jobs.PipelineConfig(output=str(tmp_path), source_format="notify_kafka")
+    config = jobs.PipelineConfig(output=str(tmp_path), source_format=connector)
     first = jobs.run(spark, settings, Subscription(base_topics=(base,)), config, once=True)
     # a copy created before the archived one (a producer's clock), appended after the first run
     producer.send(topic, message, 2.0, 0, broker_millis=start_ms + 50)

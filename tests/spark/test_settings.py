@@ -1,11 +1,14 @@
 """Topic naming, the transport URL and the reader options of the pipeline (no broker needed)."""
+import re
+
 import pytest
+from hypothesis import given, strategies as st
 from oslo_config import cfg
 
 from notify_transport.exceptions import ConfigurationError, InvalidTransportURL
 from notify_transport.drivers import naming as topics
 from notify_transport.pipeline.kafka_settings import KafkaSettings
-from notify_transport.pipeline.reading import Subscription, source_options
+from notify_transport.pipeline.reading import Subscription, exact_topics_pattern, source_options
 
 
 def test_subscription_topics_follow_the_driver_naming():
@@ -75,10 +78,23 @@ def test_both_formats_get_the_same_subscription_and_offsets():
     sub = Subscription(base_topics=("notifications",), vhost="vh", priorities=("info", "error"))
     ours = source_options(settings, sub, "notify_kafka", "earliest", 100)
     theirs = source_options(settings, sub, "kafka", "earliest", 100)
-    for key in ("subscribe", "startingOffsets", "maxOffsetsPerTrigger", "failOnDataLoss"):
+    for key in ("startingOffsets", "maxOffsetsPerTrigger", "failOnDataLoss"):
         assert ours[key] == theirs[key]
     assert ours["subscribe"] == "notifications.info.vh,notifications.error.vh"
+    # the connector gets the same topics as a pattern: one not created yet is no error for it
     assert ours["kafka.bootstrap.servers"] == theirs["kafka.bootstrap.servers"] == "h:1"
+    assert "subscribe" not in theirs
+    pattern = re.compile(theirs["subscribePattern"])
+    assert all(pattern.fullmatch(topic) for topic in ours["subscribe"].split(","))
+    assert not pattern.fullmatch("notifications.info.vh2") and not pattern.fullmatch("notificationsXinfo.vh")
+
+
+@given(st.lists(st.text(alphabet="abz09._-", min_size=1, max_size=12), min_size=1, max_size=5, unique=True),
+       st.text(alphabet="abz09._-", min_size=1, max_size=12))
+def test_the_connectors_pattern_matches_exactly_the_subscribed_topics(topics, other):
+    pattern = re.compile(exact_topics_pattern(topics))
+    assert all(pattern.fullmatch(topic) for topic in topics)
+    assert bool(pattern.fullmatch(other)) == (other in topics)
 
 
 def test_subscription_validation():

@@ -131,17 +131,23 @@ def test_vhost_of_the_url_selects_the_topics(spark, kafka_bootstrap, producer):
     producer.delete_topics(list(topics))
 
 
-def test_transport_url_option_and_format_choice(spark, kafka_bootstrap, topic):
+def test_transport_url_option_and_format_choice(spark, kafka_bootstrap, topic, monkeypatch):
     from notify_transport.exceptions import ConfigurationError
-    from notify_transport.pipeline.reading import choose_format
+    from notify_transport.pipeline import reading
 
     df = (spark.read.format("notify_kafka").option("transport_url", f"kafka://{kafka_bootstrap}/")
           .option("subscribe", topic).load())
     assert df.count() == sum(SIZES.values())
-    # Spark's JVM Kafka connector is not on this classpath: auto falls back, an explicit ask is an error
-    assert choose_format(spark, "auto") == "notify_kafka"
+    # the set-up put Spark's connector on the session's classpath: auto takes it, notify_kafka stays asked for
+    assert reading.choose_format(spark, "auto") == "kafka"
+    assert reading.choose_format(spark, "notify_kafka") == "notify_kafka"
+    with pytest.raises(ConfigurationError, match="Unknown source format"):
+        reading.choose_format(spark, "jdbc")
+    # without the connector's jars: auto falls back, an explicit ask is an error
+    monkeypatch.setattr(reading, "kafka_format_available", lambda _spark: False)
+    assert reading.choose_format(spark, "auto") == "notify_kafka"
     with pytest.raises(ConfigurationError, match="classpath"):
-        choose_format(spark, "kafka")
+        reading.choose_format(spark, "kafka")
     with pytest.raises(Exception, match="subscribe"):
         spark.read.format("notify_kafka").option("kafka.bootstrap.servers", kafka_bootstrap).load().count()
 

@@ -10,7 +10,7 @@ from oslo_config import cfg
 from notify_transport.drivers.kafka.delivery.commit import next_offsets
 from notify_transport.drivers.kafka.delivery.counters import Counter
 from notify_transport.drivers.kafka.naming import SendTopics, kafka_topic
-from notify_transport.drivers.kafka.reporting import RateLimitedLog
+from notify_transport.drivers.reporting import RateLimitedLog
 from notify_transport.exceptions import (ConfigurationError, InvalidTarget, InvalidTransportURL,
                                          NotSupported)
 from notify_transport.target import Target

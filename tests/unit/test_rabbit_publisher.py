@@ -41,6 +41,16 @@ class FakeConn:
     def note_entity_error(self, reason):
         return getattr(reason, "reply_code", 0) != 403
 
+    def call_later(self, delay, fn):
+        """Kept, not run: a test fires the timers (``fire``) when it wants the wait over."""
+        self.timers = getattr(self, "timers", [])
+        self.timers.append((delay, fn))
+
+    def fire(self):
+        timers, self.timers = self.timers, []
+        for _delay, fn in timers:
+            fn()
+
 
 class FakeChannel:
     def __init__(self):
@@ -143,13 +153,47 @@ def test_lost_channel_republishes_within_retry_budget(setup):
     assert forever.ok
 
 
-def test_nack_republishes(setup):
-    _conn, publisher, channel = setup
+def test_nack_republishes_after_a_growing_wait(setup):
+    conn, publisher, channel = setup
     m = publisher.publish(message())
     channel.ack(1, nack=True)
-    assert not m.done and len(channel.published) == 2
-    channel.ack(2)
+    assert not m.done and len(channel.published) == 1  # not at once: the cluster would nack again
+    conn.fire()
+    assert len(channel.published) == 2
+    channel.ack(2, nack=True)
+    conn.fire()
+    channel.ack(3)
     assert m.ok
+    waits = []
+    for attempt in (1, 2, 3, 8):
+        from notify_transport.drivers.rabbit.publisher import NACK_BACKOFF
+        waits.append(NACK_BACKOFF.delay(attempt))
+    assert waits[0] < waits[1] < waits[2] <= waits[3] <= NACK_BACKOFF.maximum + NACK_BACKOFF.jitter
+
+
+def test_a_nacked_message_the_sender_gave_up_on_fails_instead_of_looping(setup, caplog):
+    """Regression: a cluster nacking every publish made the driver republish at once, forever."""
+    conn, publisher, channel = setup
+    m = publisher.publish(message())
+    for tag in range(1, 200):
+        channel.ack(tag, nack=True)
+        conn.fire()
+    assert len(channel.published) == 200 and not m.done
+    assert len([r for r in caplog.records if "nacked" in r.getMessage()]) <= 2  # rate-limited
+    channel.ack(200, nack=True)
+    m.cancel()  # the caller's timeout passed
+    conn.fire()
+    assert m.done and isinstance(m.error, MessageDeliveryFailure) and "cancelled" in str(m.error)
+
+
+def test_closing_fails_a_message_waiting_to_be_published_again(setup):
+    conn, publisher, channel = setup
+    m = publisher.publish(message())
+    channel.ack(1, nack=True)
+    publisher.io_fail_all(MessageDeliveryFailure("closing"))
+    assert m.done and str(m.error) == "closing"
+    conn.fire()  # the timer of the closed connection: nothing more
+    assert len(channel.published) == 1
 
 
 def test_precondition_failure_then_passive_declare(setup):

@@ -29,7 +29,7 @@ from notify_transport.drivers.kafka.delivery.counters import DeliveryCounters
 from notify_transport.drivers.kafka.delivery.deadletter import SideProducer
 from notify_transport.drivers.kafka.message import ConsumedRecord, KafkaMessage
 from notify_transport.drivers.kafka.positions import EARLIEST, LATEST, StartPosition, resolve_offsets
-from notify_transport.drivers.kafka.reporting import RateLimitedLog
+from notify_transport.drivers.reporting import RateLimitedLog
 from notify_transport.drivers.kafka.delivery.retry import DelayGate
 from notify_transport.drivers.kafka.delivery.settings import ListenerSettings
 from notify_transport.drivers.kafka.delivery.workers import OrderedWorkers, worker_index

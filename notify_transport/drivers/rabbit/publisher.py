@@ -11,6 +11,7 @@ the duplicate).
 from __future__ import annotations
 
 import collections
+import functools
 import logging
 import threading
 import time
@@ -23,6 +24,7 @@ from pika.channel import Channel
 from notify_transport.backoff import Backoff
 from notify_transport.drivers.rabbit.connection import ChannelUser, RabbitConnection, describe
 from notify_transport.drivers.rabbit.topology import ExchangeSpec, QueueSpec
+from notify_transport.drivers.reporting import RateLimitedLog
 from notify_transport.exceptions import AccessDenied, MessageDeliveryFailure
 
 LOG = logging.getLogger(__name__)
@@ -31,6 +33,10 @@ LOG = logging.getLogger(__name__)
 MAX_CHANNEL_ERRORS = 5
 #: Spacing of the publishing channel's reopening after channel errors in a row (until a confirm).
 REOPEN_BACKOFF = Backoff(initial=0.02, factor=2.0, maximum=2.0)
+#: Waits before publishing a nacked message again. A cluster nacks while a quorum queue has no
+#: leader (a node just died): publishing again at once would only be nacked again, in a loop that
+#: keeps the I/O thread busy. The sender's own timeout (it cancels the message) bounds the retries.
+NACK_BACKOFF = Backoff(initial=0.05, factor=2.0, maximum=2.0, jitter=0.05)
 
 
 class PendingPublish:
@@ -129,6 +135,9 @@ class Publisher(ChannelUser):
         self._declared: set[str] = set()
         self._declared_queues: set[str] = set()
         self._reopen_failures = 0
+        self._nacks = RateLimitedLog(LOG, interval=5.0)
+        #: nacked messages waiting out NACK_BACKOFF before they are published again
+        self._waiting: set[PendingPublish] = set()
         #: Messages from other threads waiting for the I/O thread, and whether it was woken for them.
         self._outbox: collections.deque[PendingPublish] = collections.deque()
         self._outbox_lock = threading.Lock()
@@ -249,6 +258,12 @@ class Publisher(ChannelUser):
             self._by_key.pop(str(tag), None)
             self._finish(message)
 
+    def _io_send_again(self, message: PendingPublish) -> None:
+        """Publish a nacked message once its wait is over (unless closing failed it meanwhile)."""
+        if message in self._waiting:
+            self._waiting.discard(message)
+            self._io_send(message)
+
     def _io_declare(self, channel: Channel, message: PendingPublish) -> None:
         exchange = message.exchange
         if exchange.name and exchange.name not in self._declared:
@@ -312,9 +327,12 @@ class Publisher(ChannelUser):
                     self._finish(message, error=MessageDeliveryFailure(
                         "the broker rejected (nacked) the message"))
                 else:
-                    LOG.warning("The broker nacked a message to %r; publishing it again",
-                                message.exchange.name)
-                    self._io_send(message)
+                    delay = NACK_BACKOFF.delay(message.attempts)
+                    self._nacks.log(logging.WARNING, message.exchange.name,
+                                    "The broker nacked a message to %r; publishing it again in %.2f s",
+                                    message.exchange.name, delay)
+                    self._waiting.add(message)
+                    self.conn.call_later(delay, functools.partial(self._io_send_again, message))
 
     def io_channel_closed(self, channel: Channel, reason: BaseException) -> None:
         if channel is not self._channel:
@@ -367,8 +385,9 @@ class Publisher(ChannelUser):
     def io_fail_all(self, error: BaseException) -> None:
         """Fail everything not yet confirmed (used when closing)."""
         self._fail_outbox(error)
-        for message in list(self._unconfirmed.values()) + list(self._backlog):
+        for message in list(self._unconfirmed.values()) + list(self._backlog) + list(self._waiting):
             self._finish(message, error=error)
         self._unconfirmed.clear()
         self._backlog.clear()
+        self._waiting.clear()
         self._by_key.clear()

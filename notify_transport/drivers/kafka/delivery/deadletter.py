@@ -17,7 +17,7 @@ from confluent_kafka import KafkaError, KafkaException
 
 from notify_transport.drivers.kafka.message import ConsumedRecord
 from notify_transport.drivers.kafka.producer import KafkaProducer
-from notify_transport.drivers.kafka.reporting import RateLimitedLog
+from notify_transport.drivers.reporting import RateLimitedLog
 from notify_transport.exceptions import MessageDeliveryFailure
 
 LOG = logging.getLogger(__name__)

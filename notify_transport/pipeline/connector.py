@@ -1,0 +1,76 @@
+"""Spark's own Kafka connector (``spark-sql-kafka-0-10``): its jars, and how a session gets them.
+
+The connector is published on Maven Central, one release per Spark release.
+The set-up fetches the release matching the installed PySpark with
+:mod:`notify_transport.jvm` (``python -m notify_transport.jvm fetch spark-kafka
+-D spark.version=X``); :func:`session_conf` then names the cached jars in
+``spark.jars``, which Spark puts on the driver's classpath and ships to the
+executors of a cluster. Nothing here downloads: without a fetch the pipeline
+falls back to its ``notify_kafka`` source.
+"""
+from __future__ import annotations
+
+import logging
+import re
+from pathlib import Path
+
+from notify_transport.jvm.artifacts import ArtifactSet, JvmArtifactsError, classpath
+
+LOG = logging.getLogger(__name__)
+
+#: The pom of :mod:`notify_transport.jvm` listing the connector.
+POM = "spark-kafka"
+
+#: ``name-1.2.3.jar`` -> ``name`` (the version is the last dash followed by digits and a dot).
+_ARTIFACT = re.compile(r"(?P<name>.+)-\d+\.\d+[^/]*\.jar$")
+
+
+def pyspark_version() -> str:
+    """The installed PySpark's version, which the connector's must equal."""
+    import pyspark
+
+    return pyspark.__version__
+
+
+def artifacts(spark_version: str | None = None) -> ArtifactSet:
+    """The connector's jar set for ``spark_version`` (default: the installed PySpark's)."""
+    return ArtifactSet(POM, {"spark.version": spark_version or pyspark_version()})
+
+
+def artifact_name(jar: Path | str) -> str:
+    """The artifact a jar file holds, without its version (``kafka-clients-3.9.2.jar`` -> ``kafka-clients``)."""
+    name = Path(jar).name
+    match = _ARTIFACT.match(name)
+    return match.group("name") if match else name.removesuffix(".jar")
+
+
+def spark_jars_dir() -> Path:
+    """The folder of jars PySpark ships (Spark's own classpath)."""
+    import pyspark
+
+    return Path(pyspark.__file__).parent / "jars"
+
+
+def connector_jars(spark_version: str | None = None) -> list[Path] | None:
+    """The cached jars the connector needs beyond what Spark ships; None when they were never fetched.
+
+    Spark's own copy of a library (Scala, lz4, snappy, slf4j, Hadoop's client)
+    is left to Spark: a second copy at another version on the same classpath
+    is a conflict waiting to happen.
+    """
+    try:
+        jars = classpath(artifacts(spark_version))
+    except JvmArtifactsError:
+        return None
+    shipped = {artifact_name(jar) for jar in spark_jars_dir().glob("*.jar")}
+    return [jar for jar in jars if artifact_name(jar) not in shipped]
+
+
+def session_conf(existing: str | None = None) -> dict[str, str]:
+    """``{"spark.jars": ...}`` adding the connector to ``existing`` jars; empty when not fetched."""
+    jars = connector_jars()
+    if not jars:
+        LOG.debug("Spark's Kafka connector is not in the jar cache: the notify_kafka source reads")
+        return {}
+    listed = [j for j in (existing or "").split(",") if j]
+    return {"spark.jars": ",".join(listed + [str(j) for j in jars if str(j) not in listed])}
