@@ -7,14 +7,15 @@ and Python in Arrow batches. A record that is not a notification keeps its
 coordinates and bytes and gets an ``error`` text instead of a crash;
 :func:`notifications` and :func:`errors` split the two.
 
-Records read by Spark's Kafka connector are decoded in the JVM instead
-(:func:`decode` with ``in_jvm``): Spark SQL's JSON reader parses the envelope
-and the message, and a record whose bytes hold anything on which the two
-readers could answer differently (a number in exponent form, an escaped
-control character, a payload that is a string, prefixed context keys, keys
-given twice, text that is not UTF-8, anything Spark SQL cannot parse) is
-decoded by the Python reference instead. Only those records' bytes cross into
-Python; the outputs are the reference's, row for row.
+:func:`decode` with ``in_jvm`` decodes in the JVM instead: Spark SQL's JSON
+reader parses the envelope and the message, and a record whose bytes hold
+anything on which the two readers could answer differently (a number in
+exponent form, an escaped control character, a payload that is a string,
+prefixed context keys, keys given twice, text that is not UTF-8, anything
+Spark SQL cannot parse) is decoded by the Python reference instead; only
+those records' bytes cross into Python. A property test compares its rows
+with the reference's. The pipeline does not use it yet (:mod:`.reading`):
+in one streaming run its errors output named a wrong offset, not yet explained.
 """
 from __future__ import annotations
 
@@ -205,7 +206,7 @@ def decode(kafka_df, base_topics: Sequence[str] = (), with_payload: bool = True,
     Without ``with_payload`` the ``payload`` column is null, which saves
     re-serializing it when only the other columns are used (the statistics).
     ``in_jvm`` decodes with Spark SQL, handing Python only the records the
-    module docstring lists; the rows are the same either way.
+    module docstring lists (meant to give the reference's rows; see there).
     """
     bases = tuple(base_topics)
     kafka_df = kafka_df.select("key", "value", "topic", "partition", "offset", "timestamp")
