@@ -180,7 +180,7 @@ def raw_producer() -> Iterator[Callable[[Broker], Any]]:
     made: list[Any] = []
 
     def make(broker: Broker, **config: Any) -> Any:
-        producer = Producer({"bootstrap.servers": broker.bootstrap, **config})
+        producer = Producer({"bootstrap.servers": broker.bootstrap, "enable.idempotence": True, **config})
         made.append(producer)
         return producer
 

@@ -35,7 +35,7 @@ class Recorder:
 
 
 def produce(broker, topic: str, values, partition: int | None = None, create_partitions=None):
-    producer = Producer({"bootstrap.servers": broker.bootstrap})
+    producer = Producer({"bootstrap.servers": broker.bootstrap, "enable.idempotence": True})  # retried in order
     for value in values:
         if partition is None:
             producer.produce(topic, value)

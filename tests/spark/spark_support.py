@@ -33,7 +33,9 @@ class NotificationProducer:
     def __init__(self, bootstrap: str) -> None:
         self.bootstrap = bootstrap
         self.admin = AdminClient({"bootstrap.servers": bootstrap})
-        self.producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5})
+        self.producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5,
+                                  # retries keep the order sent (a new topic's first batches may be retried)
+                                  "enable.idempotence": True})
 
     @staticmethod
     def unique_base(prefix: str = "nt") -> str:

@@ -10,6 +10,7 @@ records the JVM handed to Python must be the unusual ones only.
 from __future__ import annotations
 
 import datetime
+import functools
 import json
 
 import pytest
@@ -57,6 +58,9 @@ def notifications(draw) -> bytes:
 damage = st.sampled_from([
     lambda raw: raw[: len(raw) // 2],
     lambda raw: raw + b" trailing",
+    lambda raw: raw + b"}",
+    lambda raw: raw + b", {}",
+    lambda raw: raw.replace(b'}"}', b'} x"}'),  # after the message, inside a 2.0 envelope's string
     lambda raw: raw.replace(b'"payload": {', b'"payload": {"k": 1, "k": 2, ', 1),
     lambda raw: raw.replace(b"2.0", b"3.0", 1),
     lambda raw: raw.replace(b'"', b"'"),
@@ -103,6 +107,24 @@ def test_plain_oslo_notifications_never_cross_into_python(spark):
     assert [row[0] for row in marked.select("decoded_in_jvm").collect()] == [True, True, True]
     rows = _rows(decode.decode(frame, BASES, in_jvm=True))
     assert rows == _rows(decode.decode(frame, BASES))
+
+
+@pytest.mark.parametrize("tail", [b" trailing", b"}", b"]", b" {}", b", 1", b"\n\t "])
+@pytest.mark.parametrize("version", [1.0, 2.0])
+def test_text_after_the_message_is_decided_as_the_reference_decides(spark, tail, version):
+    """Spark SQL's JSON reader ignores what follows the first value; Python's refuses it (regression:
+    the JVM decoded ``{...} trailing`` as a notification)."""
+    message = {"message_id": "m-1", "event_type": "e", "priority": "INFO", "payload": {"a": [1, {"b": 2}]},
+               "timestamp": "2026-03-01 12:00:01"}
+    inner = json.dumps({**message, "_context": {}}) + tail.decode()
+    value = (json.dumps({"oslo.version": "2.0", "oslo.message": inner}) if version == 2.0 else inner).encode()
+    deep = {**message, "payload": functools.reduce(lambda acc, _: [acc], range(20), 1)}
+    values = [value, envelope.encode(deep, {}, version)]
+    frame = _frame(spark, values, ["notifications.info"] * 2)
+    reference = _rows(decode.decode(frame, BASES))
+    assert _rows(decode.decode(frame, BASES, in_jvm=True)) == reference
+    assert (reference[0]["error"] is None) == (tail.strip() == b"")
+    assert reference[1]["error"] is None  # deeper than the JVM checks: decoded, by Python
 
 
 @pytest.mark.parametrize("topic", ["notifications.info", "notifications.error.vh1", "a.b.info.x.y", "plain",
