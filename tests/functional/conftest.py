@@ -12,3 +12,7 @@ from kafka_fixtures import *  # noqa: F401,F403
 # rabbit, rabbit_admin, unique, own_vhost, fresh_conf, transports, servers, tls_proxy;
 # helpers wait_for(), tls_url(), TlsProxy
 from rabbit_fixtures import *  # noqa: F401,F403
+
+# -- a RabbitMQ cluster of three nodes of the tests' own ---------------------------
+# rabbit_cluster, cluster_transports; helpers node_back(), nodes_holding_connections(), CLUSTER_QUERY
+from rabbit_cluster_fixtures import *  # noqa: F401,F403

@@ -248,24 +248,35 @@ def fresh_conf() -> cfg.ConfigOpts:
     return conf
 
 
-@pytest.fixture
-def transports(rabbit: str, fresh_conf: cfg.ConfigOpts,
-               rabbit_admin: RabbitAdmin) -> Iterator[Callable[..., object]]:
-    """Factory for RPC/notification transports, all cleaned up after the test."""
+@contextlib.contextmanager
+def transport_factory(conf_for: Callable[[], cfg.ConfigOpts],
+                      default_url: str | None = None) -> Iterator[Callable[..., object]]:
+    """``make(url=default_url, kind="rpc"|"notify", **kw)`` -> a transport on ``conf_for()``;
+    every one made is cleaned up at the end."""
     from notify_transport import get_notification_transport, get_rpc_transport
 
     made: list[object] = []
 
     def make(url: str | None = None, kind: str = "rpc", **kwargs: object) -> object:
         factory = get_rpc_transport if kind == "rpc" else get_notification_transport
-        transport = factory(fresh_conf, url or rabbit, **kwargs)
+        transport = factory(conf_for(), url or default_url, **kwargs)
         made.append(transport)
         return transport
 
-    yield make
-    for transport in reversed(made):
-        with contextlib.suppress(Exception):
-            transport.cleanup()
+    try:
+        yield make
+    finally:
+        for transport in reversed(made):
+            with contextlib.suppress(Exception):
+                transport.cleanup()
+
+
+@pytest.fixture
+def transports(rabbit: str, fresh_conf: cfg.ConfigOpts,
+               rabbit_admin: RabbitAdmin) -> Iterator[Callable[..., object]]:
+    """Factory for RPC/notification transports, all cleaned up after the test."""
+    with transport_factory(lambda: fresh_conf, rabbit) as make:
+        yield make
 
 
 @pytest.fixture

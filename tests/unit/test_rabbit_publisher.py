@@ -53,11 +53,20 @@ class FakeConn:
 
 
 class FakeChannel:
-    def __init__(self):
+    def __init__(self, publisher=None):
         self.is_open = True
         self.published = []
         self.declared = []
         self.on_return = None
+        self.closes = 0
+        self.publisher = publisher
+
+    def close(self):
+        """As the connection does: the channel's user hears that it closed (by us)."""
+        self.closes += 1
+        self.is_open = False
+        if self.publisher is not None:
+            self.publisher.io_channel_closed(self, pex.ChannelClosedByClient(200, "Normal shutdown"))
 
     def add_on_return_callback(self, cb):
         self.on_return = cb
@@ -100,9 +109,16 @@ def message(retry=None, mandatory=False, queue=None, exchange="openstack", on_do
 def setup():
     conn = FakeConn()
     publisher = Publisher(conn)
-    channel = FakeChannel()
+    channel = FakeChannel(publisher)
     publisher.io_channel_open(channel)
     return conn, publisher, channel
+
+
+def reopened(publisher):
+    """The channel the connection opens after the publisher closed its own."""
+    channel = FakeChannel(publisher)
+    publisher.io_channel_open(channel)
+    return channel
 
 
 def test_confirm_completes_messages_including_multiple_acks(setup):
@@ -153,17 +169,20 @@ def test_lost_channel_republishes_within_retry_budget(setup):
     assert forever.ok
 
 
-def test_nack_republishes_after_a_growing_wait(setup):
+def test_nack_republishes_after_a_growing_wait_on_a_new_channel(setup):
     conn, publisher, channel = setup
     m = publisher.publish(message())
     channel.ack(1, nack=True)
     assert not m.done and len(channel.published) == 1  # not at once: the cluster would nack again
+    assert channel.closes == 1  # regression: the old channel went on being nacked after a leader died
     conn.fire()
-    assert len(channel.published) == 2
-    channel.ack(2, nack=True)
+    second = reopened(publisher)
+    assert len(second.published) == 1
+    second.ack(1, nack=True)
     conn.fire()
-    channel.ack(3)
-    assert m.ok
+    third = reopened(publisher)
+    third.ack(1)
+    assert m.ok and second.closes == 1 and third.closes == 0
     waits = []
     for attempt in (1, 2, 3, 8):
         from notify_transport.drivers.rabbit.publisher import NACK_BACKOFF
@@ -171,16 +190,31 @@ def test_nack_republishes_after_a_growing_wait(setup):
     assert waits[0] < waits[1] < waits[2] <= waits[3] <= NACK_BACKOFF.maximum + NACK_BACKOFF.jitter
 
 
+def test_many_nacks_close_a_channel_once_and_the_rest_go_out_again_on_the_next(setup):
+    conn, publisher, channel = setup
+    msgs = [publisher.publish(message()) for _ in range(5)]
+    channel.ack(2, multiple=True, nack=True)  # the first two nacked
+    channel.ack(3, nack=True)  # a late one on the closed channel: nothing more to close
+    assert channel.closes == 1
+    fresh = reopened(publisher)
+    assert len(fresh.published) == 3  # the three unconfirmed ones at once
+    conn.fire()
+    assert len(fresh.published) == 5  # the nacked ones after their wait
+    fresh.ack(5, multiple=True)
+    assert all(m.ok for m in msgs)
+
+
 def test_a_nacked_message_the_sender_gave_up_on_fails_instead_of_looping(setup, caplog):
     """Regression: a cluster nacking every publish made the driver republish at once, forever."""
     conn, publisher, channel = setup
     m = publisher.publish(message())
-    for tag in range(1, 200):
-        channel.ack(tag, nack=True)
+    for _ in range(200):
+        channel.ack(1, nack=True)
         conn.fire()
-    assert len(channel.published) == 200 and not m.done
+        channel = reopened(publisher)
+    assert len(channel.published) == 1 and not m.done
     assert len([r for r in caplog.records if "nacked" in r.getMessage()]) <= 2  # rate-limited
-    channel.ack(200, nack=True)
+    channel.ack(1, nack=True)
     m.cancel()  # the caller's timeout passed
     conn.fire()
     assert m.done and isinstance(m.error, MessageDeliveryFailure) and "cancelled" in str(m.error)
@@ -193,7 +227,7 @@ def test_closing_fails_a_message_waiting_to_be_published_again(setup):
     publisher.io_fail_all(MessageDeliveryFailure("closing"))
     assert m.done and str(m.error) == "closing"
     conn.fire()  # the timer of the closed connection: nothing more
-    assert len(channel.published) == 1
+    assert len(reopened(publisher).published) == 0
 
 
 def test_precondition_failure_then_passive_declare(setup):

@@ -7,7 +7,7 @@ from oslo_config import cfg
 from notify_transport.drivers.config import resolve_options
 from notify_transport.drivers.rabbit.connection import describe
 from notify_transport.drivers.rabbit.options import GROUP, all_opts
-from notify_transport.drivers.rabbit.settings import RabbitSettings, build_ssl_context
+from notify_transport.drivers.rabbit.settings import PIKA_CHECK_GRACE, RabbitSettings, build_ssl_context, pika_heartbeat
 from notify_transport.exceptions import ConfigurationError
 from notify_transport.url import TransportURL
 
@@ -37,7 +37,8 @@ def test_parameters_carry_vhost_heartbeat_and_credentials():
     s = settings("rabbit://user:p%40ss@[::1]:5673/vh", heartbeat_timeout_threshold=10,
                  connection_timeout=2)
     params = s.parameters(s.endpoints[0], "send")
-    assert (params.host, params.port, params.virtual_host, params.heartbeat) == ("::1", 5673, "vh", 10)
+    # pika checks every heartbeat + 5 s: a threshold of 10 s negotiates 4 s (see pika_heartbeat)
+    assert (params.host, params.port, params.virtual_host, params.heartbeat) == ("::1", 5673, "vh", 4)
     assert (params.credentials.username, params.credentials.password) == ("user", "p@ss")
     assert params.socket_timeout == 2
     assert params.client_properties["connection_name"].split(":")[2] == "send"
@@ -91,3 +92,17 @@ def test_describe_pika_errors_without_noise():
         "(320) CONNECTION_FORCED - shutdown"
     assert describe(ConnectionRefusedError(111, "Connection refused")) == "Connection refused"
     assert describe(None) == "unknown error"
+
+
+@pytest.mark.parametrize("threshold", [7, 10, 60, 600])
+def test_a_silent_broker_is_noticed_within_two_thresholds(threshold):
+    """pika's liveness check runs every heartbeat + 5 s and needs a whole quiet period: at worst two,
+    with a second to spare for a late timer."""
+    check_period = pika_heartbeat(threshold) + PIKA_CHECK_GRACE
+    assert 2 * check_period <= 2 * (threshold - 1)
+    assert pika_heartbeat(threshold) >= 1
+
+
+def test_heartbeats_off_stay_off_and_short_thresholds_get_the_shortest_heartbeat():
+    assert pika_heartbeat(0) == 0
+    assert pika_heartbeat(1) == pika_heartbeat(7) == 1

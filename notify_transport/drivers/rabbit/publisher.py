@@ -314,6 +314,7 @@ class Publisher(ChannelUser):
             tags = [tag]
         if acked:
             self._reopen_failures = 0
+        nacked = False
         for pending_tag in tags:
             message = self._unconfirmed.pop(pending_tag, None)
             if message is None:
@@ -333,6 +334,27 @@ class Publisher(ChannelUser):
                                     message.exchange.name, delay)
                     self._waiting.add(message)
                     self.conn.call_later(delay, functools.partial(self._io_send_again, message))
+                    nacked = True
+        if nacked:
+            self._io_recycle_channel()
+
+    def _io_recycle_channel(self) -> None:
+        """Close the publishing channel after a nack; the connection opens a new one.
+
+        A channel keeps what it learnt of a quorum queue's members: after the
+        leader's node died, RabbitMQ 3.10 went on nacking every publish on the
+        channels that had used the queue, while a new channel published at
+        once (seen in the cluster tests). Messages not yet confirmed are sent
+        again on the new channel, the nacked ones after their backoff.
+        """
+        channel = self._channel
+        if channel is not None and channel.is_open and self._ready:
+            self._ready = False  # one close per channel, however many nacks follow
+            LOG.info("Reopening the publishing channel after a nack")
+            try:
+                channel.close()
+            except (pex.ChannelWrongStateError, pex.ConnectionWrongStateError):
+                pass
 
     def io_channel_closed(self, channel: Channel, reason: BaseException) -> None:
         if channel is not self._channel:

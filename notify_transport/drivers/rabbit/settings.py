@@ -97,7 +97,7 @@ class RabbitSettings:
         return pika.ConnectionParameters(
             host=endpoint.host, port=endpoint.port, virtual_host=self.virtual_host,
             credentials=credentials, ssl_options=ssl_options,
-            heartbeat=int(self.opts.heartbeat_timeout_threshold),
+            heartbeat=pika_heartbeat(int(self.opts.heartbeat_timeout_threshold)),
             connection_attempts=1, socket_timeout=timeout, stack_timeout=timeout * 2,
             client_properties={"connection_name": self.connection_name(purpose),
                                "product": "notify-transport",
@@ -112,6 +112,27 @@ class RabbitSettings:
             random.shuffle(order)
             return order
         return list(self.endpoints)
+
+
+#: Seconds pika adds to the heartbeat it negotiated to get the period of its liveness check.
+PIKA_CHECK_GRACE = 5
+#: Seconds kept free below ``threshold`` for a check timer that fires late on a busy machine.
+TIMER_MARGIN = 1
+
+
+def pika_heartbeat(threshold: int) -> int:
+    """The heartbeat to negotiate so that a silent broker is noticed within two ``threshold`` s.
+
+    pika closes a connection when one whole check period (heartbeat + 5 s)
+    passed without a byte from the broker, so a node that went quiet just
+    after a check is noticed two periods later. Negotiating ``threshold - 6``
+    makes the period a second shorter than ``threshold``; thresholds of 7 s
+    and less get the shortest heartbeat pika allows (1 s), and 0 still turns
+    heartbeats off.
+    """
+    if threshold <= 0:
+        return 0
+    return max(1, threshold - PIKA_CHECK_GRACE - TIMER_MARGIN)
 
 
 def build_ssl_context(opts: SimpleNamespace) -> ssl.SSLContext:

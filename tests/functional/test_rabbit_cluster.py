@@ -1,0 +1,300 @@
+"""RPC and notifications on a three-node RabbitMQ cluster with quorum queues, nodes failing under load.
+
+The cluster is the tests' own (:mod:`rabbit_cluster_fixtures`). Every queue is
+a quorum queue (``rabbit_quorum_queue``, ``rabbit_transient_quorum_queue``),
+as operators of a cluster configure it: a message the broker confirmed is on
+a majority of the nodes and outlives any one of them. Each fault test kills
+the node that holds this process's connections, found from the broker's own
+connection listing, and brings it back afterwards.
+"""
+from __future__ import annotations
+
+import json
+import logging
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+
+import notify_transport as nt
+from notify_transport import rpc
+from notify_transport.exceptions import MessagingTimeout
+from rabbit_cluster_fixtures import CLUSTER_QUERY, node_back, nodes_holding_connections
+from test_oslo_eventlet import MAX_GAP, check
+from waits import wait_until
+
+pytestmark = pytest.mark.functional
+
+CALL_TIMEOUT = 5.0
+#: How much later than its timeout a call may return: the driver's own bookkeeping, never a hang.
+CALL_SLACK = 1.5
+THREADS = 8
+
+
+class Echo:
+    def __init__(self) -> None:
+        self.seen: set[str] = set()
+        self._lock = threading.Lock()
+
+    def echo(self, ctxt, value):
+        with self._lock:
+            self.seen.add(value)
+        return value
+
+
+@dataclass
+class Load:
+    """What 8 threads of calls and casts did around a fault."""
+
+    confirmed_casts: set[str] = field(default_factory=set)
+    failed_casts: list[str] = field(default_factory=list)
+    calls: list[tuple[float, float, str]] = field(default_factory=list)  # (started, elapsed, outcome)
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def first_answer_after(self, moment: float) -> float | None:
+        """Seconds from ``moment`` to the end of the first call started after it that was answered."""
+        ends = [started + elapsed - moment for started, elapsed, outcome in self.calls
+                if started >= moment and outcome == "answered"]
+        return min(ends) if ends else None
+
+
+def _run_load(client, load: Load, stop: threading.Event, number: int) -> None:
+    i = 0
+    while not stop.is_set():
+        i += 1
+        value = f"t{number}-{i}"
+        try:
+            client.cast({}, "echo", value=f"cast-{value}")
+        except Exception as error:  # noqa: BLE001 - counted: the caller saw it
+            with load.lock:
+                load.failed_casts.append(f"{value}: {error!r}")
+        else:
+            with load.lock:
+                load.confirmed_casts.add(f"cast-{value}")
+        started = time.monotonic()
+        try:
+            answer = client.prepare(timeout=CALL_TIMEOUT).call({}, "echo", value=f"call-{value}")
+            outcome = "answered" if answer == f"call-{value}" else f"wrong answer {answer!r}"
+        except MessagingTimeout:
+            outcome = "timeout"
+        except Exception as error:  # noqa: BLE001 - recorded; the test says which kinds may happen
+            outcome = f"error {type(error).__name__}"
+        with load.lock:
+            load.calls.append((started, time.monotonic() - started, outcome))
+
+
+def _holder(cluster) -> int:
+    """The index of the node holding this process's connections (the driver picks one per transport)."""
+    holders = set(nodes_holding_connections(cluster))
+    assert len(holders) == 1, holders
+    return next(i for i, node in enumerate(cluster.nodes) if node.node_name in holders)
+
+
+def test_the_cluster_is_three_nodes_of_our_own(rabbit_cluster):
+    names = {node.node_name for node in rabbit_cluster.nodes}
+    assert len(names) == 3 and all(node.port != 5672 for node in rabbit_cluster.nodes)
+    assert rabbit_cluster.running_nodes(rabbit_cluster.node(2)) == names
+
+
+def test_killing_the_node_of_the_connections_under_calls_and_casts_loses_no_confirmed_cast(
+        rabbit_cluster, cluster_transports, capsys):
+    topic = f"cluster_{uuid.uuid4().hex[:8]}"
+    endpoint = Echo()
+    transport = cluster_transports(rabbit_cluster.url() + "?" + CLUSTER_QUERY)  # server and client
+    server = rpc.get_rpc_server(transport, nt.Target(topic=topic, server="s1"), [endpoint])
+    server.start()
+    client = rpc.get_rpc_client(transport, nt.Target(topic=topic), timeout=CALL_TIMEOUT)
+    load, stop = Load(), threading.Event()
+    try:
+        assert client.call({}, "echo", value="ready") == "ready"
+        index = _holder(rabbit_cluster)
+        survivors = {n.node_name for i, n in enumerate(rabbit_cluster.nodes) if i != index}
+        threads = [threading.Thread(target=_run_load, args=(client, load, stop, n)) for n in range(THREADS)]
+        with node_back(rabbit_cluster, index) as victim:
+            for thread in threads:
+                thread.start()
+            assert wait_until(lambda: len(load.calls) >= 40, 30)
+            killed_at = time.monotonic()
+            victim.kill()
+            assert wait_until(lambda: load.first_answer_after(killed_at + 0.01) is not None, 30), load.calls[-8:]
+            answered_again = load.first_answer_after(killed_at + 0.01)
+            assert wait_until(lambda: len([c for c in load.calls if c[0] > killed_at + 3]) >= 40, 60)
+            stop.set()
+            for thread in threads:
+                thread.join(CALL_TIMEOUT + 30)
+            assert not any(thread.is_alive() for thread in threads)
+        assert not load.failed_casts, load.failed_casts[:5]
+        longest = max(elapsed for _, elapsed, _ in load.calls)
+        assert longest <= CALL_TIMEOUT + CALL_SLACK, longest
+        assert {outcome for _, _, outcome in load.calls} <= {"answered", "timeout"}
+        assert wait_until(lambda: load.confirmed_casts <= endpoint.seen, 30), \
+            sorted(load.confirmed_casts - endpoint.seen)[:10]
+        assert set(nodes_holding_connections(rabbit_cluster)) <= survivors
+        with capsys.disabled():
+            timeouts = sum(1 for _, _, outcome in load.calls if outcome == "timeout")
+            print(f"\n[cluster kill] {len(load.confirmed_casts)} confirmed casts, 0 lost; "
+                  f"{len(load.calls)} calls, {timeouts} timed out, longest {longest:.2f} s; "
+                  f"first call answered {answered_again:.2f} s after the kill")
+    finally:
+        stop.set()
+        server.stop()
+        server.wait()
+
+
+def _quorum_leader(cluster, queue: str) -> str:
+    via = next(node for node in cluster.nodes if node.running)
+    for line in via.ctl("list_queues", "-q", "--no-table-headers", "name", "type", "leader").splitlines():
+        name, kind, leader = (line.split("\t") + ["", ""])[:3]
+        if name == queue:
+            assert kind == "quorum", line
+            return leader
+    raise AssertionError(f"no queue {queue!r}")
+
+
+def test_notifications_outlive_the_leader_of_their_quorum_queue(rabbit_cluster, cluster_transports):
+    topic = f"cluster_notes_{uuid.uuid4().hex[:8]}"
+    query = CLUSTER_QUERY
+    got: list[int] = []
+
+    class Notes:
+        def info(self, ctxt, publisher_id, event_type, payload, metadata):
+            got.append(payload["n"])
+
+    # whichever nodes the transports connect to, the queue's leader node is killed
+    listener = nt.get_notification_listener(
+        cluster_transports(rabbit_cluster.url() + "?" + query, kind="notify"),
+        [nt.Target(topic=topic)], [Notes()], pool="pool1")
+    listener.start()
+    sender = cluster_transports(rabbit_cluster.url() + "?" + query, kind="notify")
+    notifier = nt.Notifier(sender, publisher_id="p", driver="messagingv2", topics=[topic])
+    try:
+        for n in range(200):
+            notifier.info({}, "ev", {"n": n})
+        assert sender.flush(30) == 0
+        leader = _quorum_leader(rabbit_cluster, f"{topic}.info")
+        index = next(i for i, node in enumerate(rabbit_cluster.nodes) if node.node_name == leader)
+        with node_back(rabbit_cluster, index) as victim:
+            victim.kill()
+            for n in range(200, 400):
+                notifier.info({}, "ev", {"n": n})
+            assert sender.flush(60) == 0
+            assert wait_until(lambda: set(got) >= set(range(400)), 60), sorted(set(range(400)) - set(got))[:10]
+        assert sender.delivery_stats()["failed"] == 0
+    finally:
+        listener.stop()
+        listener.wait()
+
+
+def test_a_paused_node_is_noticed_by_heartbeats_and_left(rabbit_cluster, cluster_transports, caplog, capsys):
+    """SIGSTOP: the node neither answers nor closes; only heartbeats tell the client it is gone.
+
+    What is measured is the client's side: the connection to the paused node
+    declared lost within two ``heartbeat_timeout_threshold`` and opened on
+    another node. (The other nodes see a paused peer only after Erlang's
+    ``net_ticktime``, so queues led by it wait for that; calls are checked
+    once the node runs again.)
+    """
+    heartbeat = 10
+    url = rabbit_cluster.url() + "?" + CLUSTER_QUERY + f"&heartbeat_timeout_threshold={heartbeat}"
+    topic = f"cluster_hb_{uuid.uuid4().hex[:8]}"
+    transport = cluster_transports(url)
+    server = rpc.get_rpc_server(transport, nt.Target(topic=topic, server="s1"), [Echo()])
+    server.start()
+    client = rpc.get_rpc_client(transport, nt.Target(topic=topic), timeout=CALL_TIMEOUT)
+    try:
+        assert client.call({}, "echo", value="ready") == "ready"
+        index = _holder(rabbit_cluster)
+        with node_back(rabbit_cluster, index) as victim, caplog.at_level(logging.INFO, "notify_transport"):
+            lost, moved = f"connection to 127.0.0.1:{victim.port} lost", "connected to 127.0.0.1:"
+            victim.signal(signal.SIGSTOP)
+            paused_at = time.time()
+            assert wait_until(lambda: any(lost in r.getMessage() for r in caplog.records), 3 * heartbeat)
+            noticed = min(r.created for r in caplog.records if lost in r.getMessage()) - paused_at
+            assert wait_until(lambda: any(moved in r.getMessage() and r.created > paused_at
+                                          for r in caplog.records), 4 * heartbeat)
+            assert all(f":{victim.port} " not in r.getMessage() for r in caplog.records
+                       if moved in r.getMessage() and r.created > paused_at)
+            victim.signal(signal.SIGCONT)
+        assert noticed <= 2 * heartbeat + 1.0, noticed
+        with capsys.disabled():
+            print(f"\n[cluster pause] a SIGSTOPped node noticed {noticed:.1f} s after the pause "
+                  f"(heartbeat_timeout_threshold={heartbeat})")
+        assert client.prepare(timeout=30).call({}, "echo", value="again") == "again"
+    finally:
+        server.stop()
+        server.wait()
+
+
+CLUSTER_SERVICE = Path(__file__).with_name("oslo_eventlet_cluster_service.py")
+SERVICE_TIMEOUT = 300.0
+
+
+def _run_service_killing_its_node(cluster, executor: str, config: Path, killed: Path) -> dict:
+    """Run the child service; when it asks, SIGKILL the node holding its connections (bring it back after)."""
+    url = cluster.url() + "?rabbit_retry_interval=1&rabbit_retry_backoff=0"
+    env = dict(os.environ, PYTHONWARNINGS="ignore::DeprecationWarning", NT_CLUSTER_KILLED=str(killed))
+    child = subprocess.Popen([sys.executable, str(CLUSTER_SERVICE), url, executor,
+                              f"cluster_ev_{uuid.uuid4().hex[:8]}", str(config)],
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+                             cwd=CLUSTER_SERVICE.parent)
+    reports: dict = {}
+    lines: list[str] = []
+    victim = None
+    timer = threading.Timer(SERVICE_TIMEOUT, child.kill)
+    timer.start()
+    try:
+        for line in child.stdout:  # type: ignore[union-attr]
+            lines.append(line)
+            if not line.startswith("{"):
+                continue
+            report = json.loads(line)
+            name = report.pop("check")
+            reports[name] = report
+            if name == "kill_now":
+                # each transport picks a node (as oslo, the hosts are shuffled): the busiest one goes
+                holders = nodes_holding_connections(cluster, child.pid)
+                assert holders, "the service holds no connection"
+                busiest = max(set(holders), key=holders.count)
+                victim = next(i for i, n in enumerate(cluster.nodes) if n.node_name == busiest)
+                cluster.node(victim).kill()
+                (killed.parent / "tmp").write_text(repr(time.time()))
+                os.replace(killed.parent / "tmp", killed)
+        child.wait(30)
+    finally:
+        timer.cancel()
+        if victim is not None and not cluster.node(victim).running:
+            cluster.restart(victim)
+    reports["output"] = f"exit {child.returncode}\nstdout:\n{''.join(lines)[-4000:]}\n" \
+                        f"stderr:\n{child.stderr.read()[-6000:]}"  # type: ignore[union-attr]
+    return reports
+
+
+@pytest.mark.parametrize("executor", ["eventlet", "threading"])
+def test_an_eventlet_oslo_service_on_ntrabbit_survives_the_node_of_its_connections(
+        rabbit_cluster, executor, tmp_path, capsys):
+    pytest.importorskip("oslo_messaging")
+    pytest.importorskip("eventlet")
+    config = tmp_path / "service.conf"
+    config.write_text("[oslo_messaging_rabbit]\nrabbit_quorum_queue = true\n"
+                      "rabbit_transient_quorum_queue = true\n")
+    service = _run_service_killing_its_node(rabbit_cluster, executor, config, tmp_path / "killed")
+    report = check(service, "failover")
+    assert report["ready"] == "ready"
+    assert report["answered_again"], service["output"]
+    assert report["lost"] == [] and report["failed_casts"] == [], report
+    assert report["notifications_missing"] == [], report
+    assert set(report["outcomes"]) <= {"answered", "timeout"}, report
+    assert report["longest_call"] <= 5 + CALL_SLACK, report
+    assert report["failover"]["max_gap"] < MAX_GAP, report["failover"]
+    check(service, "stop_everything")
+    with capsys.disabled():
+        print(f"\n[cluster kill, oslo {executor}] {report['confirmed']} confirmed casts, 0 lost; "
+              f"{report['calls']} calls, longest {report['longest_call']:.2f} s; first answer "
+              f"{report['first_answer_after_kill']:.2f} s after the kill; hub gap {report['failover']['max_gap']:.2f} s")
