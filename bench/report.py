@@ -96,6 +96,20 @@ def _cluster_rows(key: str, fault: str, exact: bool) -> tuple[Measure, ...]:
     )
 
 
+def _rabbit_cluster_rows(key: str, fault: str) -> tuple[Measure, ...]:
+    """RPC on a three-node RabbitMQ cluster during a fault (issue 32's goals as targets), ours and
+    oslo.messaging's rabbit driver side by side."""
+    both = ("ours", "oslo")
+    return (
+        Measure(key, f"RabbitMQ x3, {fault}: confirmed casts lost", "lost", "msgs",
+                (Target("abs_max", 0),), False, impls=both),
+        Measure(key, "  calls timed out", "timeouts", "calls", (), False, impls=both),
+        Measure(key, "  longest call (timeout 5 s)", "longest_call", "s", (Target("abs_max", 6.5),), False,
+                impls=both),
+        Measure(key, "  first call answered after the kill", "first_answer_s", "s", (), False, impls=both),
+    )
+
+
 MEASURES: tuple[Measure, ...] = (
     Measure("kafka_send", "Kafka notify send (delivered)", "rate", "msg/s",
             (Target("vs_oslo_min", 10), Target("vs_raw_min", 0.5))),
@@ -118,6 +132,8 @@ MEASURES: tuple[Measure, ...] = (
     *_cluster_rows("cluster_leader", "partition leader SIGKILLed", exact=True),
     *_cluster_rows("cluster_rolling", "rolling restart (SIGTERM each node)", exact=True),
     *_cluster_rows("cluster_down", "whole cluster down 10 s", exact=False),
+    *_rabbit_cluster_rows("rabbit_cluster_kill", "node of the connections SIGKILLed"),
+    *_rabbit_cluster_rows("rabbit_cluster_rolling", "rolling restart (SIGTERM each node)")[:3],
     Measure("kafka_e2e", "Kafka e2e latency p50 @500/s", "p50_ms", "ms", (), False),
     Measure("kafka_e2e", "Kafka e2e latency p99 @500/s", "p99_ms", "ms",
             (Target("abs_max", 10),), False),

@@ -44,7 +44,9 @@ STORM_BROKERS = ("apache-kafka", "noida", "tansu")
 #: the three-node cluster's faults, each a row group (results key ``cluster_<fault>``)
 CLUSTER_FAULTS = ("leader", "rolling", "down")
 RABBIT_MEASURES = ("rpc", "rabbit_notify", "ntrabbit")
-ALL_MEASURES = KAFKA_MEASURES + RABBIT_MEASURES
+#: a three-node RabbitMQ cluster of its own per fault and driver (results key ``rabbit_cluster_<fault>``)
+RABBIT_CLUSTER_MEASURES = ("rabbit_cluster_faults",)
+ALL_MEASURES = KAFKA_MEASURES + RABBIT_MEASURES + RABBIT_CLUSTER_MEASURES
 
 
 @dataclass
@@ -140,7 +142,7 @@ def _selected(only: str) -> set[str]:
         if item == "kafka":
             chosen.update(KAFKA_MEASURES)
         elif item == "rabbit":
-            chosen.update(RABBIT_MEASURES)
+            chosen.update(RABBIT_MEASURES + RABBIT_CLUSTER_MEASURES)
         elif item in ALL_MEASURES:
             chosen.add(item)
         else:
@@ -169,6 +171,8 @@ def median_result(results: list[dict], metric: str) -> dict:
 
 #: Upper bound of one cluster fault's run: three JVMs started, the storm, the read-back.
 CLUSTER_SECONDS = 300.0
+#: Bound of one driver's run of one RabbitMQ cluster fault (the cluster's start included).
+RABBIT_CLUSTER_SECONDS = 240.0
 
 
 def storm_seconds(sizes: Sizes) -> float:
@@ -379,6 +383,17 @@ class Run:
                                 timeout=CLUSTER_SECONDS, name=f"kafka_cluster_faults/{fault}")
             self.record(f"cluster_{fault}", "ours", result)
 
+    def rabbit_cluster_faults(self) -> None:
+        """RPC on a three-node RabbitMQ cluster while a node is killed, then in a rolling restart,
+        ours against oslo.messaging's rabbit driver (``bench/rabbit_cluster_faults.py``)."""
+        from bench.rabbit_cluster_faults import FAULTS, IMPLS
+
+        for fault in FAULTS:
+            for impl in (i for i in IMPLS if i in self.impls):
+                result = run_worker("bench.rabbit_cluster_faults:measure", dict(fault=fault, impl=impl),
+                                    timeout=RABBIT_CLUSTER_SECONDS, name=f"rabbit_cluster_faults/{fault}/{impl}")
+                self.record(f"rabbit_cluster_{fault}", impl, result)
+
     def kafka_restart_storm(self) -> None:
         """The broker restart storm of ``bench/kafka_restart_storm.py`` on Apache Kafka (one node),
         noida-db and Tansu, each started for it (ours only: the storm counts through
@@ -553,6 +568,8 @@ class Run:
                              storm_seconds(self.sizes) * len(STORM_BROKERS))
             if "kafka_cluster_faults" in self.measures:
                 self.guarded("kafka_cluster_faults", self.kafka_cluster_faults, CLUSTER_SECONDS)
+            if "rabbit_cluster_faults" in self.measures:
+                self.guarded("rabbit_cluster_faults", self.rabbit_cluster_faults, RABBIT_CLUSTER_SECONDS)
             if self.measures & set(RABBIT_MEASURES):
                 with brokers.RabbitVhost(self.run_id, self.args.rabbit_host, self.args.rabbit_port,
                                          self.args.rabbit_user, self.args.rabbit_password) as vhost:

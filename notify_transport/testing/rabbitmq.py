@@ -21,6 +21,7 @@ import contextlib
 import json
 import logging
 import os
+import re
 import secrets
 import shutil
 import signal
@@ -201,6 +202,30 @@ class RabbitCluster:
         """The cluster's running nodes as ``via`` sees them."""
         status = via.ctl("cluster_status", "--formatter", "json")
         return set(json.loads(status).get("running_nodes", []))
+
+    def connections_of(self, pid: int) -> list[str]:
+        """The node of each AMQP connection that process ``pid`` opened, from the broker's own listing.
+
+        Both notify-transport and oslo.messaging name their connections
+        ``<program>:<pid>:<id>`` (``connection_name``), which is what is matched.
+        """
+        via = next(node for node in self.nodes if node.running)
+        listing = via.ctl("list_connections", "-q", "--no-table-headers", "pid", "client_properties")
+        named = re.compile(rf'"connection_name","[^"]*:{pid}:')
+        nodes = []
+        for line in listing.splitlines():
+            match = re.match(r"<([^.>]+@[^.>]+)\.", line)
+            if match and named.search(line):
+                nodes.append(match.group(1))
+        return nodes
+
+    def busiest_for(self, pid: int) -> int:
+        """The index of the node holding most of process ``pid``'s connections."""
+        holders = self.connections_of(pid)
+        if not holders:
+            raise BrokerStartError(f"process {pid} holds no connection to {self}")
+        busiest = max(set(holders), key=holders.count)
+        return next(i for i, node in enumerate(self.nodes) if node.node_name == busiest)
 
     def wait_clustered(self, timeout: float = 120.0) -> None:
         """Wait until every running node of ours sees all the running ones."""

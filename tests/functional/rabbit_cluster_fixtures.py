@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import re
 import signal
 from typing import Callable, Iterator
 
@@ -50,18 +49,8 @@ def node_back(cluster: RabbitCluster, index: int) -> Iterator[RabbitNode]:
 
 
 def nodes_holding_connections(cluster: RabbitCluster, pid: int | None = None) -> list[str]:
-    """The node of each connection notify-transport opened in process ``pid`` (default: this one)."""
-    pid = os.getpid() if pid is None else pid
-    via = next(node for node in cluster.nodes if node.running)
-    listing = via.ctl("list_connections", "-q", "--no-table-headers", "pid", "client_properties")
-    ours = re.compile(rf'"connection_name","[^"]*:{pid}:')
-    nodes = []
-    for line in listing.splitlines():
-        if ours.search(line) and '{"product","notify-transport"}' in line:
-            match = re.match(r"<([^.>]+@[^.>]+)\.", line)
-            if match:
-                nodes.append(match.group(1))
-    return nodes
+    """The node of each connection process ``pid`` (default: this one) opened."""
+    return cluster.connections_of(os.getpid() if pid is None else pid)
 
 
 def _own_conf() -> cfg.ConfigOpts:

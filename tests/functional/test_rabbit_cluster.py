@@ -18,76 +18,27 @@ import sys
 import threading
 import time
 import uuid
-from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
 
 import notify_transport as nt
 from notify_transport import rpc
-from notify_transport.exceptions import MessagingTimeout
-from rabbit_cluster_fixtures import CLUSTER_QUERY, node_back, nodes_holding_connections
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+if ROOT not in sys.path:
+    sys.path.insert(0, ROOT)
+
+from bench.rabbit_cluster_faults import CALL_TIMEOUT, Echo, run_fault  # noqa: E402
+from rabbit_cluster_fixtures import CLUSTER_QUERY, node_back, nodes_holding_connections  # noqa: E402
 from test_oslo_eventlet import MAX_GAP, check
 from waits import wait_until
 
 pytestmark = pytest.mark.functional
 
-CALL_TIMEOUT = 5.0
 #: How much later than its timeout a call may return: the driver's own bookkeeping, never a hang.
 CALL_SLACK = 1.5
 THREADS = 8
-
-
-class Echo:
-    def __init__(self) -> None:
-        self.seen: set[str] = set()
-        self._lock = threading.Lock()
-
-    def echo(self, ctxt, value):
-        with self._lock:
-            self.seen.add(value)
-        return value
-
-
-@dataclass
-class Load:
-    """What 8 threads of calls and casts did around a fault."""
-
-    confirmed_casts: set[str] = field(default_factory=set)
-    failed_casts: list[str] = field(default_factory=list)
-    calls: list[tuple[float, float, str]] = field(default_factory=list)  # (started, elapsed, outcome)
-    lock: threading.Lock = field(default_factory=threading.Lock)
-
-    def first_answer_after(self, moment: float) -> float | None:
-        """Seconds from ``moment`` to the end of the first call started after it that was answered."""
-        ends = [started + elapsed - moment for started, elapsed, outcome in self.calls
-                if started >= moment and outcome == "answered"]
-        return min(ends) if ends else None
-
-
-def _run_load(client, load: Load, stop: threading.Event, number: int) -> None:
-    i = 0
-    while not stop.is_set():
-        i += 1
-        value = f"t{number}-{i}"
-        try:
-            client.cast({}, "echo", value=f"cast-{value}")
-        except Exception as error:  # noqa: BLE001 - counted: the caller saw it
-            with load.lock:
-                load.failed_casts.append(f"{value}: {error!r}")
-        else:
-            with load.lock:
-                load.confirmed_casts.add(f"cast-{value}")
-        started = time.monotonic()
-        try:
-            answer = client.prepare(timeout=CALL_TIMEOUT).call({}, "echo", value=f"call-{value}")
-            outcome = "answered" if answer == f"call-{value}" else f"wrong answer {answer!r}"
-        except MessagingTimeout:
-            outcome = "timeout"
-        except Exception as error:  # noqa: BLE001 - recorded; the test says which kinds may happen
-            outcome = f"error {type(error).__name__}"
-        with load.lock:
-            load.calls.append((started, time.monotonic() - started, outcome))
 
 
 def _holder(cluster) -> int:
@@ -103,49 +54,26 @@ def test_the_cluster_is_three_nodes_of_our_own(rabbit_cluster):
     assert rabbit_cluster.running_nodes(rabbit_cluster.node(2)) == names
 
 
-def test_killing_the_node_of_the_connections_under_calls_and_casts_loses_no_confirmed_cast(
-        rabbit_cluster, cluster_transports, capsys):
-    topic = f"cluster_{uuid.uuid4().hex[:8]}"
-    endpoint = Echo()
-    transport = cluster_transports(rabbit_cluster.url() + "?" + CLUSTER_QUERY)  # server and client
-    server = rpc.get_rpc_server(transport, nt.Target(topic=topic, server="s1"), [endpoint])
-    server.start()
-    client = rpc.get_rpc_client(transport, nt.Target(topic=topic), timeout=CALL_TIMEOUT)
-    load, stop = Load(), threading.Event()
-    try:
-        assert client.call({}, "echo", value="ready") == "ready"
-        index = _holder(rabbit_cluster)
-        survivors = {n.node_name for i, n in enumerate(rabbit_cluster.nodes) if i != index}
-        threads = [threading.Thread(target=_run_load, args=(client, load, stop, n)) for n in range(THREADS)]
-        with node_back(rabbit_cluster, index) as victim:
-            for thread in threads:
-                thread.start()
-            assert wait_until(lambda: len(load.calls) >= 40, 30)
-            killed_at = time.monotonic()
-            victim.kill()
-            assert wait_until(lambda: load.first_answer_after(killed_at + 0.01) is not None, 30), load.calls[-8:]
-            answered_again = load.first_answer_after(killed_at + 0.01)
-            assert wait_until(lambda: len([c for c in load.calls if c[0] > killed_at + 3]) >= 40, 60)
-            stop.set()
-            for thread in threads:
-                thread.join(CALL_TIMEOUT + 30)
-            assert not any(thread.is_alive() for thread in threads)
-        assert not load.failed_casts, load.failed_casts[:5]
-        longest = max(elapsed for _, elapsed, _ in load.calls)
-        assert longest <= CALL_TIMEOUT + CALL_SLACK, longest
-        assert {outcome for _, _, outcome in load.calls} <= {"answered", "timeout"}
-        assert wait_until(lambda: load.confirmed_casts <= endpoint.seen, 30), \
-            sorted(load.confirmed_casts - endpoint.seen)[:10]
-        assert set(nodes_holding_connections(rabbit_cluster)) <= survivors
-        with capsys.disabled():
-            timeouts = sum(1 for _, _, outcome in load.calls if outcome == "timeout")
-            print(f"\n[cluster kill] {len(load.confirmed_casts)} confirmed casts, 0 lost; "
-                  f"{len(load.calls)} calls, {timeouts} timed out, longest {longest:.2f} s; "
-                  f"first call answered {answered_again:.2f} s after the kill")
-    finally:
-        stop.set()
-        server.stop()
-        server.wait()
+def _assert_nothing_lost_and_no_call_late(result) -> None:
+    print("\n" + result.summary())
+    assert result.lost == 0 and result.failed_casts == 0, (result.summary(), result.examples)
+    assert result.errors == 0, (result.summary(), result.examples)
+    assert result.longest_call <= CALL_TIMEOUT + CALL_SLACK, result.summary()
+    assert result.calls >= 80 and result.confirmed >= 80, result.summary()
+
+
+def test_killing_the_node_of_the_connections_under_calls_and_casts_loses_no_confirmed_cast(rabbit_cluster):
+    """SIGKILL under 8 threads of calls and confirmed casts; the first call after it answered within seconds."""
+    result = run_fault(rabbit_cluster, "ours", "kill", threads=THREADS)
+    _assert_nothing_lost_and_no_call_late(result)
+    assert result.first_answer_s is not None and result.first_answer_s <= 10, result.summary()
+
+
+def test_a_rolling_restart_under_calls_and_casts_loses_no_confirmed_cast(rabbit_cluster):
+    """Each node SIGTERMed and started again in turn: the server keeps its queues, listeners resume."""
+    result = run_fault(rabbit_cluster, "ours", "rolling", threads=THREADS)
+    _assert_nothing_lost_and_no_call_late(result)
+    assert result.timeouts <= result.calls // 10, result.summary()
 
 
 def _quorum_leader(cluster, queue: str) -> str:
@@ -259,10 +187,7 @@ def _run_service_killing_its_node(cluster, executor: str, config: Path, killed: 
             reports[name] = report
             if name == "kill_now":
                 # each transport picks a node (as oslo, the hosts are shuffled): the busiest one goes
-                holders = nodes_holding_connections(cluster, child.pid)
-                assert holders, "the service holds no connection"
-                busiest = max(set(holders), key=holders.count)
-                victim = next(i for i, n in enumerate(cluster.nodes) if n.node_name == busiest)
+                victim = cluster.busiest_for(child.pid)
                 cluster.node(victim).kill()
                 (killed.parent / "tmp").write_text(repr(time.time()))
                 os.replace(killed.parent / "tmp", killed)

@@ -172,7 +172,8 @@ def test_only_selects_groups_and_names():
     assert run._selected("kafka") == set(run.KAFKA_MEASURES)
     assert "kafka_restart_storm" in run._selected("kafka")
     assert run._selected("kafka_restart_storm") == {"kafka_restart_storm"}
-    assert run._selected("rabbit,kafka_e2e") == set(run.RABBIT_MEASURES) | {"kafka_e2e"}
+    assert run._selected("rabbit,kafka_e2e") == set(run.RABBIT_MEASURES + run.RABBIT_CLUSTER_MEASURES) | {"kafka_e2e"}
+    assert run._selected("rabbit_cluster_faults") == {"rabbit_cluster_faults"}
     with pytest.raises(SystemExit, match="unknown measure"):
         run._selected("kafka,nope")
 
