@@ -309,7 +309,8 @@ def _spark_phases(args, bootstrap: str, base: str, warm_base: str, work: Path, b
             ("source", "spark source", lambda sub: noop("source", lambda df, _s: df, sub, source)),
             ("source_decode", "spark source + decode", lambda sub: noop(
                 "source_decode",
-                lambda df, s: decode.decode(df, s.base_topics, in_jvm=source == "kafka").filter(
+                # the pipeline's decoding of the connector's records (the Arrow UDF; see reading.py)
+                lambda df, s: decode.decode(df, s.base_topics).filter(
                     F.col("error").isNull()), sub, source)),
             ("archive", "archive job", lambda sub: pipeline("archive", ("archive",), sub, source)),
             ("stats", "stats job", lambda sub: pipeline("stats", ("stats",), sub, source)),

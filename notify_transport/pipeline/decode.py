@@ -15,7 +15,10 @@ prefixed context keys, keys given twice, text that is not UTF-8, text after
 the message, nesting deeper than the JVM checks, anything Spark SQL cannot
 parse) is decoded by the Python reference instead; only those records' bytes
 cross into Python. A property test compares its rows with the reference's.
-The pipeline decodes what Spark's Kafka connector reads this way (:mod:`.reading`).
+It is not the pipeline's default (:mod:`.reading`): it gives the reference's
+rows, but in the benchmark it decoded about 800 records/s (every field's
+expression parses the message again, and the bracket check folds twelve
+times), against 24,000 for the Arrow UDF.
 """
 from __future__ import annotations
 
