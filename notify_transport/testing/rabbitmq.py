@@ -11,7 +11,7 @@ use) is never addressed, stopped or joined::
     with RabbitCluster(3) as cluster:
         url = cluster.url("ntrabbit")     # ntrabbit://guest:guest@127.0.0.1:P1,...,...:P3/
         cluster.node(0).kill()            # SIGKILL its Erlang VM
-        cluster.node(0).start()           # back, and in the cluster again
+        cluster.restart(0)                # back, and returns once the cluster is whole again
 
 Needs RabbitMQ installed (``scripts/rabbitmq.sh`` does it).
 """
