@@ -10,4 +10,4 @@ cd "$ROOT"
 if [ $# -eq 0 ]; then
   "${VENV:-$ROOT/.venv}/bin/python" -m mypy
 fi
-exec "${VENV:-$ROOT/.venv}/bin/python" -m pytest -q -ra --durations=15 "${@:-tests}"
+exec "${VENV:-$ROOT/.venv}/bin/python" -m pytest -q -ra --durations=60 "${@:-tests}"

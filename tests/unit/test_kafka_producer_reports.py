@@ -6,6 +6,7 @@ import logging
 import pytest
 from confluent_kafka import KafkaError
 
+import kafka_fake_producer
 from kafka_fake_producer import install
 
 from notify_transport.drivers.kafka.delivery import deadletter
@@ -75,3 +76,38 @@ def test_callbacks_waiting_for_a_poll_are_not_counted_as_messages(made, caplog):
         assert p.close(0) == 20
     assert "20 notification(s) to kafka://x were not confirmed" in caplog.text
     assert lost == []
+
+
+class _ErrorsAfterAPoll(kafka_fake_producer.FakeClient):
+    """A broker that is down: ``bursts`` times, two connection errors are queued just after a
+    poll that found nothing to serve (the moment the producer counts what it holds)."""
+
+    bursts = 0
+
+    def poll(self, timeout=None):
+        served = super().poll(timeout)
+        if not served and self.bursts:
+            self.bursts -= 1
+            self.events = 2
+        return served
+
+
+def test_errors_queued_after_the_last_poll_are_not_counted_as_messages(monkeypatch):
+    """Regression (CI, broker down): flush() returned 2 although its one message had been
+    reported failed: two connection errors arrived between the last poll and the count."""
+    made = install(monkeypatch, _ErrorsAfterAPoll)
+    failed: list[KafkaError] = []
+    p = KafkaProducer({"bootstrap.servers": "x", "delivery.report.only.error": True}, "kafka://x",
+                      on_report=lambda err, msg: failed.append(err), on_lost=lambda n: None,
+                      queue_timeout=1.0, background=False, unit="notification")
+    p.produce("t.info", b"v")
+    p.produce("t.info", b"w")
+    made[0].fail(1)
+    assert len(failed) == 1
+    made[0].bursts = 1
+    assert p.flush(0) == 1 and p.pending == 1  # the other message is still held
+    made[0].confirm(1)  # not reported (errors only): the count alone says it left
+    made[0].bursts = 1
+    assert p.flush(0) == 0 and p.pending == 0
+    made[0].bursts = 1
+    assert p.close(0) == 0

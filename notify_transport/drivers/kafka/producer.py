@@ -87,6 +87,11 @@ def _serve_reports(client: confluent_kafka.Producer, timeout: float) -> None:
             return
 
 
+#: How many times :meth:`_Client.messages` counts again when callbacks keep arriving
+#: (a broker that is down queues an error per reconnect, 100 ms or more apart).
+_COUNT_ATTEMPTS = 5
+
+
 def _message_timeout_ms(config: dict[str, Any]) -> int:
     value = config.get("message.timeout.ms", config.get("delivery.timeout.ms"))
     return int(value) if value is not None else _DEFAULT_MESSAGE_TIMEOUT_MS
@@ -95,10 +100,14 @@ def _message_timeout_ms(config: dict[str, Any]) -> int:
 class _Client:
     """One confluent-kafka client and the thread serving its reports (if any)."""
 
-    __slots__ = ("client", "stop", "thread", "draining", "epochs")
+    __slots__ = ("client", "stop", "thread", "draining", "epochs", "queued", "settled")
 
     def __init__(self) -> None:
         self.client: confluent_kafka.Producer | None = None
+        #: messages handed to the client (counted before the call) and messages
+        #: reported back or refused: their difference bounds what the client holds
+        self.queued = Counter()
+        self.settled = Counter()
         self.stop = threading.Event()
         self.thread: threading.Thread | None = None
         #: a thread took charge of retiring it
@@ -112,27 +121,40 @@ class _Client:
         ``len()`` is librdkafka's out-queue length: the messages not yet
         confirmed or failed, plus the delivery reports, errors, log lines and
         statistics waiting to be served. With a broker down, connection errors
-        queue up there; :meth:`messages` serves them first.
+        queue up there; :meth:`messages` serves them first. Neither count can
+        be below the messages really held, so the smaller one is returned: an
+        error event queued after the last report is then never taken for a
+        message.
         """
         try:
-            return len(self.client) if self.client is not None else 0
+            length = len(self.client) if self.client is not None else 0
         except RuntimeError:  # closed
             return 0
+        return min(length, self.unsettled())
+
+    def unsettled(self) -> int:
+        """Messages handed to the client and neither reported back nor refused (an upper
+        bound: confirmations are not reported when only errors are)."""
+        return max(0, self.queued.value - self.settled.value)
 
     def messages(self) -> int:
         """The messages the client holds: the callbacks waiting are served, then counted out.
 
-        Only for a thread that may serve callbacks (the one that flushes or closes). A callback
-        queued between the last poll and the count is a window of microseconds, where
-        connection errors come at reconnect intervals (100 ms and more).
+        Only for a thread that may serve callbacks (the one that flushes or closes). The count
+        is taken between two polls and kept only when the second one found nothing to serve:
+        an error queued before the count is then served after it, and the count taken again.
         """
         client = self.client
         if client is None:
             return 0
         try:
-            while client.poll(0):
-                pass
-            return len(client)
+            for _ in range(_COUNT_ATTEMPTS):
+                while client.poll(0):
+                    pass
+                length = len(client)
+                if not client.poll(0):
+                    break
+            return min(length, self.unsettled())
         except RuntimeError:  # closed
             return 0
 
@@ -304,6 +326,7 @@ class KafkaProducer:
     def _report(self, handle: _Client, report: Report, err: KafkaError | None, msg: Any) -> None:
         """A delivery report of ``handle``'s client: move the message to a new client
         if its client was condemned, else hand it to ``report``."""
+        handle.settled.incr()
         if err is not None and not self.closing and (
                 err.code() in _PURGED or err.code() in _SESSION_LOST or err.fatal()):
             if err.code() not in _PURGED:
@@ -384,9 +407,16 @@ class KafkaProducer:
                 handle = self._handle()
                 continue
             callback = None if on_delivery is None else functools.partial(self._report, handle, on_delivery)
+            # counted before the call, so that a report served meanwhile never makes the
+            # bound on what the client holds smaller than what it holds
+            handle.queued.incr()
             try:
-                self._produce_on(client, topic, value, key, headers, callback, timestamp, wait)
-                return
+                try:
+                    self._produce_on(client, topic, value, key, headers, callback, timestamp, wait)
+                    return
+                except BaseException:
+                    handle.settled.incr()  # refused: the client does not hold it
+                    raise
             except KafkaException as exc:
                 err = fatal_error(exc)
                 if err is None:
