@@ -21,6 +21,17 @@ _KEY_WORDS = frozenset({"key", "apikey", "accesskey"})
 #: words after ``key`` that make the name a reference to a key, not the key itself
 _KEY_REFERENCE_WORDS = frozenset({"file", "location", "path", "id", "name", "store", "size", "type"})
 _SEPARATORS = re.compile(r"[^a-z0-9]+")
+#: For an engine that matches names with a pattern instead of calling is_secret (Spark's
+#: redaction of its conf and data source options): the words above, what oslo_utils masks
+#: most often, and names whose values carry credentials inside them (a transport URL, JAAS).
+_PATTERN_WORDS = ("secret", "password", "token", "access[._]?key", "api[._]?key", "keystore[._]key",
+                  "key[._]pem", "url", "jaas")
+
+
+def name_pattern() -> str:
+    """A case-insensitive regular expression (Java and Python syntax) matching the names
+    whose values must be hidden, for tools that take a pattern rather than call :func:`is_secret`."""
+    return "(?i)" + "|".join(_PATTERN_WORDS + tuple(w.replace("_", "[._]") for w in _MORE_SECRET_WORDS))
 
 
 @functools.lru_cache(maxsize=4096)

@@ -29,6 +29,20 @@ POLL_RETRY = Backoff(initial=0.1, factor=2.0, maximum=5.0)
 _Server = TypeVar("_Server", bound="MessageHandlingServer")
 
 
+
+def run_bounded(work: Any, timeout: float, name: str) -> bool:
+    """Run ``work()`` in a daemon thread named ``name`` and wait at most ``timeout`` seconds.
+
+    False when it is still running then: it goes on in the background, and
+    the caller (stopping a server, a process exiting) is not held by a
+    broker that does not answer.
+    """
+    thread = threading.Thread(target=work, daemon=True, name=name)
+    thread.start()
+    thread.join(timeout)
+    return not thread.is_alive()
+
+
 class MessageHandlingServer:
     """What every server offers: ``start()``, ``stop()``, ``wait()``, ``reset()``, ``with``.
 
@@ -157,12 +171,9 @@ class MessageHandlingServer:
                 LOG.warning("%r: work still in flight at the stop deadline; abandoning it", self)
                 finished = False
                 self._abort(listener)
-        closer = threading.Thread(target=self._release, kwargs={"quiet": True}, daemon=True,
-                                  name=f"{type(self).__name__}-close")
-        closer.start()
         # closing commits and leaves the group: a little time even when the deadline passed
-        closer.join(max(1.0, deadline - time.monotonic()))
-        if closer.is_alive():
+        if not run_bounded(lambda: self._release(quiet=True), max(1.0, deadline - time.monotonic()),
+                           f"{type(self).__name__}-close"):
             LOG.warning("%r: closing the listener is taking longer than the stop timeout; "
                         "it goes on in the background", self)
             return False

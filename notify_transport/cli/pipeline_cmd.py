@@ -8,9 +8,11 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import signal
 import sys
+import threading
 import time
-from typing import Any
+from typing import Any, Callable
 
 from notify_transport.cli import common
 from notify_transport.cli.ops import args as cli_args
@@ -215,16 +217,40 @@ def _run_spark(args: argparse.Namespace, settings, subscription, config, backlog
                           extra_conf=extra_conf, log_level=log_level)
     warming = warm_up(spark)  # Python workers start while the query starts
     LOG.info("Pipeline on %s: %s -> %s", spark.sparkContext.master, settings.describe(), output)
+    stop = threading.Event()
+    restore = None if args.once else _stop_on_signals(stop)
     try:
         summary = jobs.run(spark, settings, subscription, config, once=args.once,
-                           max_seconds=args.max_seconds)
+                           max_seconds=args.max_seconds, stop=stop)
     except StreamingQueryException as exc:
         print(f"pipeline: a streaming query failed: {exc}", file=sys.stderr)
         return 1
     finally:
+        if restore is not None:
+            restore()
         warming.join()
     print(json.dumps({"output": output, **summary.as_dict()}, indent=2))
     return _maybe_report(args, output)
+
+
+def _stop_on_signals(stop: threading.Event) -> Callable[[], None] | None:
+    """SIGINT and SIGTERM set ``stop`` (the pipeline ends after the micro-batch under way);
+    returns what puts the previous handlers back. Only the main thread may set handlers."""
+    if threading.current_thread() is not threading.main_thread():
+        return None
+    previous = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
+
+    def handler(signum: int, _frame: Any) -> None:
+        LOG.info("Signal %d: stopping the pipeline after the current micro-batch", signum)
+        stop.set()
+
+    for sig in previous:
+        signal.signal(sig, handler)
+
+    def restore() -> None:
+        for sig, old in previous.items():
+            signal.signal(sig, old)
+    return restore
 
 
 def _show_progress(progress: logging.Logger) -> None:

@@ -30,6 +30,7 @@ from notify_transport.listeners import (BrokenListenerError, EntryPointListener,
                                         load_listeners, registered_entries, stop_servers)
 from notify_transport.notify.counters_log import CountersLog
 from notify_transport.notify.listener import NotificationServer
+from notify_transport.server import run_bounded
 from notify_transport.options import SERVE_GROUP, register_serve_opts
 from notify_transport.transport import get_notification_transport
 
@@ -251,14 +252,11 @@ def _list(conf: Any, args: argparse.Namespace) -> int:
 
 
 def _bounded(work: Any, timeout: float, what: str) -> bool:
-    """Run ``work()`` in a daemon thread for at most ``timeout`` seconds."""
-    thread = threading.Thread(target=work, daemon=True, name=what)
-    thread.start()
-    thread.join(timeout)
-    if thread.is_alive():
-        LOG.warning("%s is taking more than %.0fs; leaving it", what, timeout)
-        return False
-    return True
+    """Run ``work()`` for at most ``timeout`` seconds (:func:`~notify_transport.server.run_bounded`)."""
+    if run_bounded(work, timeout, what):
+        return True
+    LOG.warning("%s is taking more than %.0fs; leaving it", what, timeout)
+    return False
 
 
 class _Service:

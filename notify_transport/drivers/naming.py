@@ -3,7 +3,7 @@
 Notification topics ``topic.priority[.vhost]`` (:func:`notification_topic`,
 :func:`parse_topic`), retry and dead-letter names from templates
 (:func:`side_topic`, :func:`parse_side_topic`) and RabbitMQ routing keys
-(:func:`routing_key`). Kafka's own name rules: :mod:`notify_transport.drivers.kafka.naming`.
+(:func:`routing_key`, :func:`server_routing_key`). Kafka's own name rules: :mod:`notify_transport.drivers.kafka.naming`.
 """
 from __future__ import annotations
 
@@ -84,6 +84,15 @@ def routing_key(topic: str, priority: str) -> str:
     A RabbitMQ virtual host is the broker's own, so it is no part of the key.
     """
     return f"{topic}.{priority}"
+
+
+def server_routing_key(topic: str, server: str) -> str:
+    """The RabbitMQ routing key (and queue name) of one RPC server of ``topic``: ``topic.server``.
+
+    A call or cast aimed at that server alone is sent with it; the server binds its own queue
+    with it beside the topic's shared queue.
+    """
+    return f"{topic}.{server}"
 
 
 def template_fields(template: str) -> set[str]:

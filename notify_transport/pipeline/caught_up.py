@@ -33,7 +33,7 @@ LAST_RUN = "last_run.json"
 
 
 def subscribed_partitions(admin: ClusterAdmin, topics: Iterable[str],
-                          pattern: str | None) -> list[offsets.TopicPartition]:
+                          pattern: str | None) -> list[offsets.Partition]:
     """Partitions of the listed topics that exist, and of every topic matching ``pattern``."""
     found, _missing = admin.partitions_of(topics)
     if pattern:
@@ -41,7 +41,7 @@ def subscribed_partitions(admin: ClusterAdmin, topics: Iterable[str],
     return found
 
 
-def list_offsets(admin: ClusterAdmin, partitions: Iterable[offsets.TopicPartition], which: str) -> offsets.Offsets:
+def list_offsets(admin: ClusterAdmin, partitions: Iterable[offsets.Partition], which: str) -> offsets.Offsets:
     """Earliest or latest (last stable, as read_committed consumers see it) offsets."""
     spec = OffsetSpec.earliest() if which == "earliest" else OffsetSpec.latest()
     return admin.list_offsets({tp: spec for tp in partitions}, isolation_level=IsolationLevel.READ_COMMITTED)
@@ -81,8 +81,8 @@ def recorded(checkpoint_root: str) -> offsets.Offsets | None:
         return None
 
 
-def news(done: Mapping[offsets.TopicPartition, int], latest: Mapping[offsets.TopicPartition, int],
-         earliest: Mapping[offsets.TopicPartition, int]) -> int:
+def news(done: Mapping[offsets.Partition, int], latest: Mapping[offsets.Partition, int],
+         earliest: Mapping[offsets.Partition, int]) -> int:
     """Records past ``done``; a partition it does not list counts from its earliest offset."""
     return sum(max(0, end - done.get(tp, earliest.get(tp, 0))) for tp, end in latest.items())
 

@@ -22,13 +22,13 @@ times), against 24,000 for the Arrow UDF.
 """
 from __future__ import annotations
 
-import datetime
 import re
 from typing import Any, Iterable, Iterator, Sequence
 
 from pyspark.sql.types import (BinaryType, IntegerType, LongType, StringType, StructField, StructType,
                                TimestampType)
 
+from notify_transport import times
 from notify_transport.drivers import envelope
 from notify_transport.exceptions import DecodeError
 from notify_transport.drivers.naming import TopicParts, parse_topic
@@ -73,25 +73,15 @@ except ImportError:  # pragma: no cover
 _ENVELOPE_KEY = f'"{envelope.VERSION_KEY}"'.encode()
 _ENVELOPE_SNIFF = 32
 
-_EPOCH = datetime.datetime(1970, 1, 1, tzinfo=datetime.timezone.utc)
-_MICROSECOND = datetime.timedelta(microseconds=1)
-
-
 def parse_timestamp(value: Any) -> int:
-    """Microseconds since the epoch of an oslo timestamp.
-
-    oslo writes ``str(utcnow())``: ``YYYY-MM-DD HH:MM:SS.ffffff``, naive UTC
-    (no fraction when it is zero); ISO 8601 with ``T`` and an offset is accepted too.
-    """
+    """Microseconds since the epoch of an oslo timestamp (:func:`~notify_transport.times.timestamp_micros`);
+    DecodeError when it is not one."""
     if not isinstance(value, str):
         raise DecodeError(f"timestamp is {type(value).__name__}, not a string")
     try:
-        parsed = datetime.datetime.fromisoformat(value.strip())
+        return times.timestamp_micros(value)
     except ValueError:
         raise DecodeError(f"invalid timestamp {value!r}") from None
-    if parsed.tzinfo is None:
-        parsed = parsed.replace(tzinfo=datetime.timezone.utc)
-    return (parsed - _EPOCH) // _MICROSECOND
 
 
 def decode_record(raw: bytes | None, with_payload: bool = True) -> tuple:

@@ -26,7 +26,6 @@ from __future__ import annotations
 import dataclasses
 import json
 import logging
-import signal
 import threading
 import time
 import uuid
@@ -397,10 +396,12 @@ def _behind(progress) -> int | None:
 
 def run(spark, settings: KafkaSettings, subscription: Subscription, config: PipelineConfig,
         once: bool = True, max_seconds: float | None = None,
-        batch_fn: Callable | None = None, max_batches: int | None = None) -> RunSummary:
+        batch_fn: Callable | None = None, max_batches: int | None = None,
+        stop: threading.Event | None = None) -> RunSummary:
     """Run the pipeline: until everything available is processed (``once``) or until stopped.
 
-    Runs stop on SIGINT/SIGTERM (continuous), after ``max_seconds``, or once
+    Runs stop when ``stop`` is set (the command line sets it on SIGINT/SIGTERM; the
+    micro-batch under way is finished first), after ``max_seconds``, or once
     ``max_batches`` micro-batches with records are done; a failed
     query's error is raised. ``batch_fn`` wraps or replaces :class:`PipelineBatch`.
     """
@@ -408,8 +409,7 @@ def run(spark, settings: KafkaSettings, subscription: Subscription, config: Pipe
     batch = PipelineBatch(config)
     query = start_query(spark, settings, subscription, config, once, batch_fn or batch)
     progress = ProgressLog(getattr(batch_fn or batch, "records", None))
-    stop = threading.Event()
-    restore = _stop_on_signals(stop) if not once else None
+    stop = stop or threading.Event()
     try:
         while query.isActive:
             if stop.is_set() or (max_seconds is not None and time.monotonic() - started > max_seconds):
@@ -425,8 +425,6 @@ def run(spark, settings: KafkaSettings, subscription: Subscription, config: Pipe
     finally:
         if query.isActive:
             _stop_between_batches(query, patience=10.0 if stop.is_set() else 0.0)
-        if restore:
-            restore()
     progress.update(query.recentProgress)
     caught_up.record(spark, config.checkpoint_root, query.recentProgress)
     totals = getattr(batch_fn, "totals", None) or batch.totals
@@ -448,21 +446,3 @@ def _stop_between_batches(query, patience: float = 10.0) -> None:
     while query.isActive and query.status.get("isTriggerActive") and time.monotonic() < deadline:
         time.sleep(0.05)
     query.stop()
-
-
-def _stop_on_signals(stop: threading.Event) -> Callable[[], None] | None:
-    if threading.current_thread() is not threading.main_thread():
-        return None
-    previous = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
-
-    def handler(signum, _frame):
-        LOG.info("Signal %d: stopping the pipeline after the current micro-batch", signum)
-        stop.set()
-
-    for sig in previous:
-        signal.signal(sig, handler)
-
-    def restore() -> None:
-        for sig, old in previous.items():
-            signal.signal(sig, old)
-    return restore

@@ -7,34 +7,20 @@ Python so the arithmetic is tested without Spark or a broker.
 from __future__ import annotations
 
 import json
-from typing import Callable, Iterable, Mapping, NamedTuple, Sequence
+from typing import Callable, Iterable, Mapping, Sequence
 
+from notify_transport.drivers.kafka.partitions import OffsetRange, Partition
 from notify_transport.exceptions import ConfigurationError
 
 #: Spark's Kafka source spells "earliest" -2 and "latest" -1 in offset JSON.
 EARLIEST = -2
 LATEST = -1
 
-TopicPartition = tuple[str, int]
-Offsets = dict[TopicPartition, int]
+#: next offset per partition
+Offsets = dict[Partition, int]
 
 
-class OffsetRange(NamedTuple):
-    """Records ``[start, end)`` of one topic partition: one Spark input partition."""
-
-    topic: str
-    partition: int
-    start: int
-    end: int
-    #: the partition appeared after the query started: read from its earliest record.
-    from_earliest: bool = False
-
-    @property
-    def size(self) -> int:
-        return max(0, self.end - self.start)
-
-
-def to_json(offsets: Mapping[TopicPartition, int]) -> dict[str, dict[str, int]]:
+def to_json(offsets: Mapping[Partition, int]) -> dict[str, dict[str, int]]:
     """The checkpointed form: topics and partitions sorted, partition numbers as strings."""
     out: dict[str, dict[str, int]] = {}
     for (topic, partition), offset in sorted(offsets.items()):
@@ -70,8 +56,8 @@ def parse_offsets_option(value: str | None, default: str) -> str | Offsets:
             f'{{"topic": {{"0": 42}}}}, got {value!r}') from None
 
 
-def resolve(spec: str | Offsets, earliest: Mapping[TopicPartition, int],
-            latest: Mapping[TopicPartition, int], unlisted: str = "earliest") -> Offsets:
+def resolve(spec: str | Offsets, earliest: Mapping[Partition, int],
+            latest: Mapping[Partition, int], unlisted: str = "earliest") -> Offsets:
     """Concrete offsets for every known partition from a starting or ending spec.
 
     Partitions the JSON leaves out get ``unlisted`` (``earliest`` for a start,
@@ -98,9 +84,9 @@ def resolve(spec: str | Offsets, earliest: Mapping[TopicPartition, int],
 _LAST_MILLIS = 1 << 42
 
 
-def time_cut(start: Mapping[TopicPartition, int], latest: Mapping[TopicPartition, int],
+def time_cut(start: Mapping[Partition, int], latest: Mapping[Partition, int],
              max_records: int | None,
-             offsets_at: Callable[[int], Mapping[TopicPartition, int]]) -> Offsets:
+             offsets_at: Callable[[int], Mapping[Partition, int]]) -> Offsets:
     """End offsets of a capped micro-batch, cut on broker time.
 
     ``offsets_at(t)`` gives per partition the first offset whose broker
@@ -144,13 +130,13 @@ def time_cut(start: Mapping[TopicPartition, int], latest: Mapping[TopicPartition
     return best if admitted(best) else ends(high)
 
 
-def cap(end: Mapping[TopicPartition, int], ceiling: Mapping[TopicPartition, int]) -> Offsets:
+def cap(end: Mapping[Partition, int], ceiling: Mapping[Partition, int]) -> Offsets:
     """``end`` without going past ``ceiling`` (the ``availableNow`` target); unknown partitions dropped."""
     return {tp: min(offset, ceiling[tp]) for tp, offset in end.items() if tp in ceiling}
 
 
-def plan(start: Mapping[TopicPartition, int], end: Mapping[TopicPartition, int],
-         earliest: Mapping[TopicPartition, int] | None = None) -> list[OffsetRange]:
+def plan(start: Mapping[Partition, int], end: Mapping[Partition, int],
+         earliest: Mapping[Partition, int] | None = None) -> list[OffsetRange]:
     """One :class:`OffsetRange` per partition with records between ``start`` and ``end``.
 
     A partition in ``end`` but not in ``start`` was discovered during the run,

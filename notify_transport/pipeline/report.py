@@ -26,7 +26,7 @@ from notify_transport.pipeline import delays
 from notify_transport.times import human_duration
 from notify_transport.pipeline.report_page import render_page
 from notify_transport.pipeline.stats_files import load_partials
-from notify_transport.pipeline.topics import ERROR_PRIORITIES
+from notify_transport.drivers.naming import ERROR_PRIORITIES
 
 LOG = logging.getLogger(__name__)
 
@@ -55,8 +55,9 @@ def _dataset(path: Path, partitioning: str | None = None):
 
 
 def _with_counts(frame):
-    frame["error_count"] = frame["count"].where(frame["priority"] == ERROR_PRIORITIES[0], 0)
-    frame["critical_count"] = frame["count"].where(frame["priority"] == ERROR_PRIORITIES[1], 0)
+    # messages spell priorities in upper case, topics in lower case
+    frame["error_count"] = frame["count"].where(frame["priority"] == ERROR_PRIORITIES[0].upper(), 0)
+    frame["critical_count"] = frame["count"].where(frame["priority"] == ERROR_PRIORITIES[1].upper(), 0)
     return frame
 
 

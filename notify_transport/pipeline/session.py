@@ -15,6 +15,7 @@ from typing import Iterator, Mapping
 
 from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 
+from notify_transport import secrets
 from notify_transport.pipeline.class_cache import ClassCache
 
 LOG = logging.getLogger(__name__)
@@ -23,7 +24,7 @@ DEFAULT_MASTER = "local[2]"
 JAVA_OPTIONS = "spark.driver.extraJavaOptions"
 
 #: Option and conf keys whose values Spark must hide in plans, logs and the UI.
-REDACTION_REGEX = r"(?i)secret|password|token|access[.]?key|url|jaas|keystore[.]key"
+REDACTION_REGEX = secrets.name_pattern()
 
 
 def is_local(master: str) -> bool:

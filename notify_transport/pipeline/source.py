@@ -52,7 +52,6 @@ from pyspark.sql.types import (BinaryType, IntegerType, LongType, StringType, St
                                TimestampType)
 
 from notify_transport.drivers.kafka.cluster import ClusterAdmin
-from notify_transport.drivers.kafka.reader import OffsetRange as ReadRange
 from notify_transport.drivers.kafka.reader import RangeReader
 from notify_transport.exceptions import ConfigurationError
 from notify_transport.pipeline import caught_up, decode, kafka_io, offsets
@@ -186,11 +185,11 @@ class _KafkaReading:
                                        timeout=self.options.metadata_timeout)
         return self._admin
 
-    def _partitions(self) -> list[offsets.TopicPartition]:
+    def _partitions(self) -> list[offsets.Partition]:
         """Partitions of the listed topics that exist, and of every topic matching the pattern."""
         return caught_up.subscribed_partitions(self._admin_client(), self.options.topics, self.options.pattern)
 
-    def _offsets(self, partitions: Sequence[offsets.TopicPartition], which: str) -> offsets.Offsets:
+    def _offsets(self, partitions: Sequence[offsets.Partition], which: str) -> offsets.Offsets:
         """Earliest or latest (last stable, as read_committed consumers see it) offsets."""
         return caught_up.list_offsets(self._admin_client(), partitions, which)
 
@@ -214,7 +213,7 @@ class _KafkaReading:
         key, reader = _take_reader(options.kafka_config)
         done = False
         try:
-            chunks = reader.read([ReadRange(r.topic, r.partition, r.start, r.end) for r in ranges],
+            chunks = reader.read(ranges,
                                  chunk=options.arrow_batch_size, timeout=options.poll_timeout, on_gone=on_gone)
             batches = (kafka_io.record_batch(chunk, arrow_schema) for chunk in chunks)
             if options.decode:

@@ -2,8 +2,7 @@
 
 Topic names are built and parsed in one place for the drivers, the CLI and the
 pipeline (``drivers/naming.py``); the pipeline only adds which topics a run
-reads (:class:`Subscription`) and which priorities count as errors in its
-statistics. No Spark here: the CLI checks for new records without it.
+reads (:class:`Subscription`). No Spark here: the CLI checks for new records without it.
 """
 from __future__ import annotations
 
@@ -11,9 +10,6 @@ import dataclasses
 
 from notify_transport.drivers import naming as topic_names
 from notify_transport.exceptions import ConfigurationError
-
-#: Priorities that count as errors in the statistics, as messages spell them (upper case).
-ERROR_PRIORITIES: tuple[str, ...] = tuple(p.upper() for p in topic_names.ERROR_PRIORITIES)
 
 
 @dataclasses.dataclass(frozen=True)

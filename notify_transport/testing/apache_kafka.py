@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any, Callable, Mapping
 
 from notify_transport.jvm import ArtifactSet, fetch
-from notify_transport.testing.brokers import (LOOPBACK, Broker, BrokerProcess, BrokerStartError,
+from notify_transport.testing.brokers import (LOOPBACK, Broker, BrokerProcess, BrokerStartError, probe_metadata,
                                               free_port)
 
 LOG = logging.getLogger(__name__)
@@ -301,26 +301,14 @@ class ApacheKafka(Broker):
 
     def registered_brokers(self, bootstrap: str | None = None, timeout: float = 2.0) -> set[int]:
         """Ids of the brokers the cluster's metadata lists now (empty when nobody answers)."""
-        from confluent_kafka import KafkaException
-        from confluent_kafka.admin import AdminClient
-
-        admin = AdminClient({"bootstrap.servers": bootstrap or self.bootstrap,
-                             "logger": logging.getLogger(f"{__name__}.probe"),  # type: ignore[dict-item]
-                             "reconnect.backoff.max.ms": 200, "socket.connection.setup.timeout.ms": 1000})
-        try:
-            return set(admin.list_topics(timeout=timeout).brokers)
-        except KafkaException:
-            return set()
+        return set(probe_metadata(bootstrap or self.bootstrap, timeout).brokers)
 
     def leader_of(self, topic: str, partition: int = 0, timeout: float = 10.0) -> KafkaNode:
         """The node that leads ``topic``'s ``partition`` now (waits for one to be elected)."""
-        from confluent_kafka.admin import AdminClient
-
-        admin = AdminClient({"bootstrap.servers": self.bootstrap})
         deadline = time.monotonic() + timeout
         while True:
-            with contextlib.suppress(Exception):
-                meta = admin.list_topics(topic, timeout=2).topics[topic].partitions[partition]
+            with contextlib.suppress(KeyError):
+                meta = probe_metadata(self.bootstrap, 2.0, topic).topics[topic].partitions[partition]
                 if meta.leader >= 1:
                     return self.node(meta.leader)
             if time.monotonic() >= deadline:
@@ -329,13 +317,10 @@ class ApacheKafka(Broker):
 
     def wait_in_sync(self, topic: str, partitions: int = 1, timeout: float = 60.0) -> None:
         """Wait until every replica of ``topic``'s partitions is in sync (after a node came back)."""
-        from confluent_kafka.admin import AdminClient
-
-        admin = AdminClient({"bootstrap.servers": self.bootstrap})
         deadline = time.monotonic() + timeout
         while True:
-            with contextlib.suppress(Exception):
-                parts = admin.list_topics(topic, timeout=2).topics[topic].partitions
+            with contextlib.suppress(KeyError):
+                parts = probe_metadata(self.bootstrap, 2.0, topic).topics[topic].partitions
                 if len(parts) >= partitions and all(
                         set(p.isrs) == set(p.replicas) for p in parts.values()):
                     return

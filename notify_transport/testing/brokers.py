@@ -21,6 +21,7 @@ import sys
 import tempfile
 import threading
 import time
+import types
 from pathlib import Path
 from typing import Any, Mapping
 from urllib.parse import urlencode
@@ -56,24 +57,38 @@ def kafka_url(bootstrap: str, vhost: str | None = None, query: Mapping[str, Any]
 
 def broker_answers(bootstrap: str, timeout: float = 2.0) -> bool:
     """Whether a broker at ``bootstrap`` answers a Kafka metadata request within ``timeout``."""
-    from confluent_kafka import KafkaException
-    from confluent_kafka.admin import AdminClient
-
     host, _, port = bootstrap.split(",")[0].rpartition(":")
     try:
         with socket.create_connection((host.strip("[]"), int(port)), timeout=min(timeout, 1.0)):
             pass
     except OSError:
         return False
-    # confluent-kafka documents "logger" (a logging.Logger) as a config key; its stubs allow
-    # only str/int/float values
-    admin = AdminClient({"bootstrap.servers": bootstrap,
-                         "logger": logging.getLogger(f"{__name__}.probe"),  # type: ignore[dict-item]
-                         "reconnect.backoff.max.ms": 200, "socket.connection.setup.timeout.ms": 1000})
+    return bool(probe_metadata(bootstrap, timeout).brokers)
+
+
+def probe_metadata(bootstrap: str, timeout: float = 2.0, topic: str | None = None) -> Any:
+    """The cluster metadata a broker at ``bootstrap`` gives within ``timeout`` (of ``topic``
+    alone if given); an empty one (no brokers, no topics) when nobody answers.
+
+    A short-lived client that reconnects quickly, its log lines under this module's
+    ``probe`` logger: launchers ask this while brokers start and stop.
+    """
+    from notify_transport.drivers.kafka.cluster import ClusterAdmin
+    from notify_transport.exceptions import MessagingException
+
+    admin = ClusterAdmin({"bootstrap.servers": bootstrap, "reconnect.backoff.max.ms": 200,
+                          "socket.connection.setup.timeout.ms": 1000},
+                         timeout=timeout, logger=logging.getLogger(f"{__name__}.probe"))
     try:
-        return bool(admin.list_topics(timeout=timeout).brokers)
-    except KafkaException:
-        return False
+        return admin.metadata(topic)
+    except MessagingException:
+        return _NO_METADATA
+    finally:
+        admin.close()
+
+
+#: What :func:`probe_metadata` returns when no broker answers.
+_NO_METADATA = types.SimpleNamespace(brokers={}, topics={})
 
 
 class BrokerStartError(RuntimeError):

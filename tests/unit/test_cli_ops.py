@@ -345,6 +345,39 @@ def test_topic_kinds_follow_configured_templates() -> None:
     assert TopicNamer().classify("metrics.dlq").kind == "other"  # not from a notification topic
 
 
+@settings(max_examples=200, deadline=None)
+@given(retry=st.sampled_from([None, "none", "", "{topic}.again.{pool}", "retry-{pool}-{topic}"]),
+       dead=st.sampled_from([None, "none", "{topic}.dead", "dead-{topic}"]),
+       mode=st.sampled_from(["commit_before_dispatch", "at_least_once"]),
+       max_attempts=st.integers(1, 4))
+def test_the_cli_labels_the_side_topics_a_listener_uses(retry, dead, mode, max_attempts) -> None:
+    """One rule names a listener's retry and dead-letter topics and the CLI's view of them: any
+    side topic a listener of this configuration writes is labelled with its kind by the CLI."""
+    from types import SimpleNamespace
+
+    from notify_transport.cli.ops.topic_kinds import templates
+    from notify_transport.drivers.kafka.delivery.settings import OPTION_NAMES, listener_settings
+    from notify_transport.drivers.kafka.options import delivery_opts
+    from notify_transport.exceptions import ConfigurationError
+
+    opts = SimpleNamespace(**{o.name: o.default for o in delivery_opts if o.name in OPTION_NAMES})
+    opts.retry_topic, opts.dead_letter_topic = retry, dead
+    cli = templates(opts)
+    namer = TopicNamer.from_options(opts)
+    for keywords in ({}, {"delivery_mode": mode, "max_attempts": max_attempts}):
+        try:
+            chosen = listener_settings(opts, keywords)
+        except ConfigurationError:
+            continue  # the listener refuses to start: it writes nothing
+        for kind, template in (("retry", chosen.retry_topic), ("dead-letter", chosen.dead_letter_topic)):
+            if template is None:
+                continue
+            assert cli[kind] == template
+            name = settings_topic_name(template, "notifications.info.prod", "billing")
+            labelled = namer.classify(name)
+            assert (labelled.kind, labelled.base, labelled.vhost) == (kind, "notifications", "prod")
+
+
 @settings(max_examples=60, deadline=None)
 @given(base=st.from_regex(r"[a-z][a-z_]{0,8}", fullmatch=True), prio=st.sampled_from(PRIORITIES),
        vhost=st.one_of(st.none(), st.from_regex(r"[a-z][a-z0-9]{0,6}", fullmatch=True)),

@@ -85,7 +85,7 @@ def test_a_retriable_error_is_retried_and_a_failure_is_logged_not_recorded(caplo
     with caplog.at_level(logging.WARNING):
         p.on_polled(records(60))()
     assert p.committed == {("t.info", 0): 50}  # unchanged: the batch was not committed
-    assert "could not commit offsets t.info[0]=60 before dispatch" in caplog.text
+    assert "could not commit offsets t.info[0]@60 before dispatch" in caplog.text
     p.on_close()
 
 

@@ -210,7 +210,7 @@ def policy(side=None, **options):
 def hand_out(p, rec):
     handle = p.take(rec)
     return KafkaMessage({}, {"event_type": "e", "priority": "INFO"}, rec, handle.on_ack,
-                        handle.on_requeue)
+                        handle.on_requeue, handle)
 
 
 def test_policy_commits_only_the_finished_prefix():

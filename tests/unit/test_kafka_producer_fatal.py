@@ -156,11 +156,12 @@ def test_fatal_delivery_reports_move_their_messages_to_a_new_client(clients, cod
 
 
 def test_a_message_past_its_timeout_is_failed_not_resent(clients):
-    p = NotificationProducer({**CONFIG, "message.timeout.ms": 1000}, 1.0, 0.2, "kafka://x")
+    # a timeout far longer than the test, so that a slow machine never ages "young" past it
+    p = NotificationProducer({**CONFIG, "message.timeout.ms": 60000}, 1.0, 0.2, "kafka://x")
     p.send("t.info", b"old")
     p.send("t.info", b"young")
     first = clients[0]
-    first.held[0]._timestamp -= 5000  # created 5 s ago: its 1 s message timeout passed
+    first.held[0]._timestamp -= 120000  # created 2 min ago: its 1 min message timeout passed
     first.fatal = True
     p.send("t.info", b"new")
     assert clients[1].values() == [b"young", b"new"]

@@ -2,11 +2,15 @@
 from __future__ import annotations
 
 import json
+import re
+
+import pytest
 
 from hypothesis import given, strategies as st
 from oslo_utils import strutils
 
 from notify_transport.notify.notifier import sanitize_context
+from notify_transport import secrets
 from notify_transport.secrets import MASK, is_secret, mask, mask_properties, without_secrets
 
 # names mask_password's documentation lists as masked
@@ -60,3 +64,20 @@ def test_properties_mask_values_and_drop_callbacks() -> None:
     assert mask_properties({"sasl.password": "x", "ssl.key.password": "", "acks": "all",
                             "error_cb": print}) == {"sasl.password": MASK, "ssl.key.password": "",
                                                     "acks": "all"}
+
+
+@pytest.mark.parametrize("name", [
+    "sasl.password", "sasl.oauthbearer.client.secret", "ssl.key.password", "ssl.keystore.key",
+    "ssl.key.pem", "kafka.sasl.jaas.config", "transport_url", "auth_token", "service_password",
+    "db_passwd", "aws_access_key", "api_key", "credentials", "private_key", "sasl.oauthbearer.config"])
+def test_the_name_pattern_hides_what_is_secret(name):
+    """Spark redacts with the pattern, everything else asks is_secret: both hide these names
+    (a URL and a JAAS config carry credentials inside them)."""
+    assert re.search(secrets.name_pattern(), name)
+    assert re.search(secrets.name_pattern(), name.upper())
+
+
+@pytest.mark.parametrize("name", ["bootstrap.servers", "ssl.key.location", "group.id", "topic",
+                                  "sasl.mechanism", "security.protocol", "client.id"])
+def test_the_name_pattern_leaves_what_is_not_secret(name):
+    assert not re.search(secrets.name_pattern(), name)

@@ -16,6 +16,7 @@ from notify_transport.cli.common import load_conf
 from notify_transport.cli.ops.output import EXIT_OK, Progress, emit, fail, failures_exit_1
 from notify_transport.drivers.config import register_opts
 from notify_transport.drivers.kafka.driver import KafkaDriver
+from notify_transport.drivers.naming import notification_topic
 from notify_transport.drivers.kafka import options as kafka_options
 from notify_transport.drivers.rabbit import options as rabbit_options
 from notify_transport.notify import Notifier
@@ -119,7 +120,7 @@ def _run(args: argparse.Namespace) -> int:
     args.deadline = time.monotonic() + args.timeout
     with open_transport(args, bounded_conf(args)) as transport:
         topics = default_topics(args)
-        kafka_topics = [f"{t}.{args.priority}" for t in topics]  # how the notifier names targets
+        kafka_topics = [notification_topic(t, args.priority) for t in topics]  # as the notifier names them
         if isinstance(transport.driver, KafkaDriver):
             cluster = KafkaCluster(transport, min(args.connect_timeout, args.timeout))
             try:

@@ -10,7 +10,8 @@ from __future__ import annotations
 import dataclasses
 from typing import Any, Sequence
 
-from notify_transport.drivers.naming import (DEFAULT_DEAD_LETTER_TOPIC, DEFAULT_RETRY_TOPIC, DISABLED,
+from notify_transport.drivers.kafka.delivery.settings import side_templates
+from notify_transport.drivers.naming import (DEFAULT_DEAD_LETTER_TOPIC, DEFAULT_RETRY_TOPIC,
                                              parse_side_topic, parse_topic)
 
 NOTIFICATION, RETRY, DEAD_LETTER, OTHER = "notification", "retry", "dead-letter", "other"
@@ -33,16 +34,11 @@ class TopicKind:
 
 
 def templates(opts: Any) -> dict[str, str]:
-    """``{kind: template}`` of the Kafka driver's resolved options; unset: the driver's defaults,
-    disabled ("none"): left out."""
-    out = {}
-    for kind, name, default in ((RETRY, "retry_topic", DEFAULT_RETRY_TOPIC),
-                                (DEAD_LETTER, "dead_letter_topic", DEFAULT_DEAD_LETTER_TOPIC)):
-        value = getattr(opts, name, None)
-        template = default if value is None else str(value)
-        if template.strip().lower() not in DISABLED:
-            out[kind] = template
-    return out
+    """``{kind: template}`` of the Kafka driver's resolved options, named as a listener names
+    them (:func:`~notify_transport.drivers.kafka.delivery.settings.side_templates`): unset, the
+    defaults; disabled ("none"), left out."""
+    retry, dead = side_templates(getattr(opts, "retry_topic", None), getattr(opts, "dead_letter_topic", None))
+    return {kind: template for kind, template in ((RETRY, retry), (DEAD_LETTER, dead)) if template}
 
 
 class TopicNamer:

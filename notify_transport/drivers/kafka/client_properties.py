@@ -200,17 +200,23 @@ def reader_config(url: Any, opts: types.SimpleNamespace) -> dict[str, Any]:
     ``group.id`` is set because the client requires one, but a reader never
     subscribes or commits, so no group is ever joined.
     """
-    conf = client_config(url, opts, CONSUMER, {
-        "group.id": f"notify-transport-reader-{uuid.uuid4().hex[:8]}",
-        "enable.auto.commit": False,
-        "enable.auto.offset.store": False,
+    return without_group(client_config(url, opts, CONSUMER, {
         "auto.offset.reset": "earliest",
         "max.partition.fetch.bytes": opts.kafka_max_fetch_bytes,
         # unused without a group, but the escape hatch may hold settings checked against them
         **_group_timeouts(opts),
-    })
-    conf["enable.auto.commit"] = False
-    return conf
+    }))
+
+
+def without_group(config: Mapping[str, Any]) -> dict[str, Any]:
+    """Consumer properties ``config`` for a client that assigns partitions itself and never commits.
+
+    The client refuses to start without a ``group.id``: a throwaway one is
+    given (kept if ``config`` has one), and no group is joined since the
+    client never subscribes. Commits and stored offsets are switched off.
+    """
+    return {"group.id": f"notify-transport-reader-{uuid.uuid4().hex[:8]}", **config,
+            "enable.auto.commit": False, "enable.auto.offset.store": False}
 
 
 def admin_config(url: Any, opts: types.SimpleNamespace) -> dict[str, Any]:

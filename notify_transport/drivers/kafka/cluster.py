@@ -19,12 +19,10 @@ from confluent_kafka import (ConsumerGroupTopicPartitions, IsolationLevel, Kafka
 from confluent_kafka.admin import AdminClient, NewTopic, OffsetSpec
 
 from notify_transport.drivers.kafka.client_properties import RDKAFKA_LOG
+from notify_transport.drivers.kafka.partitions import Partition, partitions_in
 from notify_transport.exceptions import MessagingException
 
 LOG = logging.getLogger(__name__)
-
-#: A partition: ``(topic, partition)``.
-Partition = tuple[str, int]
 
 #: Offset Kafka returns for "no committed offset" (and for "no message at that time").
 NO_OFFSET = -1
@@ -212,26 +210,22 @@ class ClusterAdmin:
                 return
             time.sleep(0.05)
 
-    def topic_partitions(self) -> dict[str, int]:
-        """Every topic of the cluster (internal ones left out) and its partition count."""
+    def metadata(self, topic: str | None = None) -> Any:
+        """The cluster's metadata (brokers, topics, partitions with leaders and replicas),
+        of every topic or of ``topic`` alone; ClusterUnavailable when nobody answers."""
         try:
-            metadata = self.client().list_topics(timeout=self.timeout)
+            return self.client().list_topics(topic, timeout=self.timeout)
         except KafkaException as exc:
             raise self._error("listing topics", exc) from None
-        return {name: len(topic.partitions) for name, topic in metadata.topics.items()
+
+    def topic_partitions(self) -> dict[str, int]:
+        """Every topic of the cluster (internal ones left out) and its partition count."""
+        return {name: len(topic.partitions) for name, topic in self.metadata().topics.items()
                 if topic.error is None and topic.partitions and not name.startswith("__")}
 
     def partitions_of(self, topics: Iterable[str]) -> tuple[list[Partition], list[str]]:
         """The partitions of ``topics`` that exist, and the names of those that do not."""
-        existing = self.topic_partitions()
-        found: list[Partition] = []
-        missing: list[str] = []
-        for name in topics:
-            if name in existing:
-                found.extend((name, p) for p in range(existing[name]))
-            else:
-                missing.append(name)
-        return found, missing
+        return partitions_in(self.metadata(), topics)
 
     def partitions_matching(self, pattern: str) -> list[Partition]:
         """The partitions of every topic whose name matches the regular expression ``pattern``."""

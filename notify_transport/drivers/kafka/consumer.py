@@ -22,6 +22,7 @@ from confluent_kafka import KafkaError, KafkaException, Message, TopicPartition
 from notify_transport.backoff import Backoff
 from notify_transport.drivers.base import IncomingMessage, Listener
 from notify_transport.drivers.envelope import decode_notification
+from notify_transport.drivers.kafka.partitions import format_offsets
 from notify_transport.drivers.kafka.cluster import ClusterAdmin
 from notify_transport.drivers.kafka.delivery.commit import CommitPolicy
 from notify_transport.drivers.kafka.client_properties import RDKAFKA_LOG
@@ -235,7 +236,7 @@ class KafkaListener(Listener):
         except Exception as exc:  # noqa: BLE001 - an exception here would break poll()
             LOG.error("%s: could not set the start positions of %s (%s); falling back to the "
                       "committed offsets or auto_offset_reset", self.name,
-                      _format(partitions), exc)
+                      format_offsets(partitions), exc)
             positioned = partitions
         if self._cooperative:
             consumer.incremental_assign(positioned)
@@ -268,12 +269,12 @@ class KafkaListener(Listener):
                  and (tp.topic, tp.partition) not in self._positioned]
         if first and position.overrides_committed:
             self._commit_start(consumer, first, position)
-            LOG.info("%s: start_position %s: reading %s", self.name, position, _format(first))
+            LOG.info("%s: start_position %s: reading %s", self.name, position, format_offsets(first))
         self._positioned.update((tp.topic, tp.partition) for tp in first)
         fresh = [tp for tp in committed if tp.offset < 0]
         if fresh:
             self._commit_start(consumer, fresh, StartPosition(EARLIEST if self._earliest else LATEST))
-            LOG.debug("%s: first reader of %s; committed start positions", self.name, _format(fresh))
+            LOG.debug("%s: first reader of %s; committed start positions", self.name, format_offsets(fresh))
         return committed
 
     def _commit_start(self, consumer: confluent_kafka.Consumer, partitions: list[TopicPartition],
@@ -295,7 +296,7 @@ class KafkaListener(Listener):
                             asynchronous=False)
         except KafkaException as exc:
             LOG.warning("%s: could not commit the start positions of %s (%s); reading from them anyway",
-                        self.name, _format(partitions), exc.args[0].str())
+                        self.name, format_offsets(partitions), exc.args[0].str())
 
     def _retrying(self, what: str, partitions: list[TopicPartition], call: Callable[[], Any]) -> Any:
         """``call()``, tried again on a broker error until ``operation_timeout`` has passed.
@@ -314,14 +315,14 @@ class KafkaListener(Listener):
                 if time.monotonic() >= deadline or self.stopped:
                     raise
                 LOG.debug("%s: could not %s %s yet (%s); trying again", self.name, what,
-                          _format(partitions), exc)
+                          format_offsets(partitions), exc)
                 START_RETRY.wait(failures, deadline=deadline)
 
     def _on_revoke(self, consumer: confluent_kafka.Consumer, partitions: list[TopicPartition]) -> None:
         self._give_up(partitions, lost=False)
 
     def _on_lost(self, consumer: confluent_kafka.Consumer, partitions: list[TopicPartition]) -> None:
-        LOG.warning("%s: lost partitions %s (session timed out?)", self.name, _format(partitions))
+        LOG.warning("%s: lost partitions %s (session timed out?)", self.name, format_offsets(partitions))
         self._give_up(partitions, lost=True)
 
     def _give_up(self, partitions: list[TopicPartition], lost: bool) -> None:
@@ -497,6 +498,7 @@ class KafkaListener(Listener):
         append = out.append
         decode = decode_notification
         on_ack, on_requeue = self.policy.on_ack, self.policy.on_requeue
+        handle = None
         for record in records:
             if take is not None:
                 handle = take(record)
@@ -509,7 +511,7 @@ class KafkaListener(Listener):
             except Exception as exc:  # noqa: BLE001 - no record may stop the loop or its neighbours
                 self._skip(record, DecodeError(f"cannot decode: {type(exc).__name__}: {str(exc)[:200]}"))
                 continue
-            append(KafkaMessage(ctxt, message, record, on_ack, on_requeue))
+            append(KafkaMessage(ctxt, message, record, on_ack, on_requeue, handle))
         return out
 
     def _take_ready(self, max_messages: int) -> list[IncomingMessage]:
@@ -680,7 +682,3 @@ class KafkaListener(Listener):
         self._backlog = []
         if self._gate is not None:
             self._gate.clear()
-
-
-def _format(partitions: list[TopicPartition]) -> str:
-    return ", ".join(f"{tp.topic}[{tp.partition}]@{tp.offset}" for tp in partitions) or "none"

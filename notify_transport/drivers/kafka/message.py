@@ -38,15 +38,19 @@ class ConsumedRecord(Protocol):
 class KafkaMessage(IncomingMessage):
     """An :class:`IncomingMessage` backed by a confluent-kafka record."""
 
-    __slots__ = ("record",)
+    __slots__ = ("record", "owner")
 
     def __init__(self, ctxt: dict, message: dict, record: ConsumedRecord,
                  on_ack: Callable[[IncomingMessage], None] | None = None,
-                 on_requeue: Callable[[IncomingMessage], None] | None = None) -> None:
+                 on_requeue: Callable[[IncomingMessage], None] | None = None,
+                 owner: Any = None) -> None:
         # the base fields that are properties here are deliberately not set
         self.ctxt = ctxt
         self.message = message
         self.record = record
+        #: what the commit policy handed out with the record (at least once: its partition's
+        #: track), asked later whether the record still counts
+        self.owner = owner
         self._on_ack = on_ack
         self._on_requeue = on_requeue
         self._settled = False

@@ -12,6 +12,7 @@ from typing import Any, Mapping, NamedTuple
 
 from confluent_kafka import OFFSET_BEGINNING, OFFSET_END, KafkaException, TopicPartition
 
+from notify_transport.drivers.kafka.partitions import format_partitions
 from notify_transport.exceptions import ConfigurationError, MessagingException
 from notify_transport.times import TIME_HELP, epoch_seconds, parse_time
 
@@ -120,7 +121,7 @@ def list_offsets(consumer: Any, partitions: list[TopicPartition], spec: int,
     try:
         found = consumer.offsets_for_times(query, timeout=timeout)
     except KafkaException as exc:
-        raise MessagingException(f"cannot list offsets of {_names(partitions)}: "
+        raise MessagingException(f"cannot list offsets of {format_partitions(partitions)}: "
                                  f"{exc.args[0].str()}") from None
     out = {}
     for tp in found:
@@ -179,7 +180,3 @@ def resolve_offsets(consumer: Any, partitions: list[TopicPartition], position: S
         out.append(TopicPartition(key[0], key[1], start_offset(wanted, starts.get(key, 0), ends[key],
                                                                at.get(key, -1))))
     return out
-
-
-def _names(partitions: list[TopicPartition]) -> str:
-    return ", ".join(f"{tp.topic}[{tp.partition}]" for tp in partitions)

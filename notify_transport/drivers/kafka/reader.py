@@ -15,8 +15,7 @@ import logging
 import queue
 import threading
 import time
-import uuid
-from typing import Any, Callable, Iterable, Iterator, Mapping, NamedTuple, Sequence, TypeVar, cast
+from typing import Any, Callable, Iterable, Iterator, Mapping, Sequence, TypeVar, cast
 
 import confluent_kafka
 from confluent_kafka import OFFSET_END, KafkaError, KafkaException, TopicPartition
@@ -24,6 +23,7 @@ from confluent_kafka import OFFSET_END, KafkaError, KafkaException, TopicPartiti
 from notify_transport.drivers.kafka import client_properties
 from notify_transport.drivers.kafka.client_properties import RDKAFKA_LOG
 from notify_transport.drivers.kafka.message import ConsumedRecord
+from notify_transport.drivers.kafka.partitions import OffsetRange, Partition, partitions_in
 from notify_transport.drivers.kafka.positions import (COMMITTED, EARLIEST, LATEST, MessageId, StartPosition,
                                                       list_offsets, resolve_offsets)
 from notify_transport.exceptions import ConfigurationError, MessagingException
@@ -31,8 +31,6 @@ from notify_transport.exceptions import ConfigurationError, MessagingException
 LOG = logging.getLogger(__name__)
 
 _Self = TypeVar("_Self", bound="_Closing")
-#: A partition: ``(topic, partition)``.
-Partition = tuple[str, int]
 
 #: Longest wait of one fetch, so that close() is noticed quickly.
 _FETCH_SLICE = 0.1
@@ -174,15 +172,7 @@ class Reader(_OwnsConsumer):
         except KafkaException as exc:
             raise MessagingException(f"{self.name}: cannot read the topics' metadata: "
                                      f"{exc.args[0].str()}") from None
-        found: list[Partition] = []
-        missing: list[str] = []
-        for name in topics:
-            topic = metadata.topics.get(name)
-            if topic is None or topic.error is not None or not topic.partitions:
-                missing.append(name)
-            else:
-                found.extend((name, p) for p in sorted(topic.partitions))
-        return found, missing
+        return partitions_in(metadata, topics)
 
     def resolve(self, partitions: Iterable[Partition], start: StartPosition,
                 ends: Mapping[Partition, int] | None = None) -> dict[Partition, int]:
@@ -497,15 +487,6 @@ def read_topic(config: dict[str, Any], topic: str, start: StartPosition, until_e
     return MergedIterator(iterators, buffer)
 
 
-class OffsetRange(NamedTuple):
-    """Records ``[start, end)`` of one partition."""
-
-    topic: str
-    partition: int
-    start: int
-    end: int
-
-
 class RecordsGone(MessagingException):
     """Records of a range were deleted before they were read, or never arrived."""
 
@@ -529,10 +510,7 @@ class RangeReader(_OwnsConsumer):
 
     def __init__(self, config: dict[str, Any], name: str = "range reader") -> None:
         self.name = name
-        # the client requires a group.id; assigning partitions never joins the group
-        config = {"group.id": f"notify-transport-reader-{uuid.uuid4().hex[:8]}", **config,
-                  "logger": RDKAFKA_LOG, "enable.partition.eof": True,
-                  "enable.auto.commit": False, "enable.auto.offset.store": False,
+        config = {**client_properties.without_group(config), "logger": RDKAFKA_LOG, "enable.partition.eof": True,
                   "auto.offset.reset": "error"}  # a planned offset that is gone is reported, not jumped over
         try:
             self._consumer: confluent_kafka.Consumer | None = confluent_kafka.Consumer(config)

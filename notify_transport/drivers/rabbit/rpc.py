@@ -37,6 +37,7 @@ from notify_transport.drivers.rabbit.connection import RabbitConnection
 from notify_transport.drivers.rabbit.consumer import Delivery, QueueConsumer
 from notify_transport.drivers.rabbit.dedup import DedupCache
 from notify_transport.drivers.rabbit.publisher import PendingPublish, Publisher
+from notify_transport.drivers.naming import server_routing_key
 from notify_transport.drivers.rabbit.topology import ExchangeSpec, Topology
 from notify_transport.drivers.remote_errors import (deserialize_remote_exception,
                                                     serialize_remote_exception)
@@ -160,7 +161,7 @@ class RpcSender:
             raise InvalidTarget("A topic is required to send", target)
         if target.fanout:
             return self._topology.fanout_exchange(target.topic), target.topic
-        key = f"{target.topic}.{target.server}" if target.server else target.topic
+        key = server_routing_key(target.topic, target.server) if target.server else target.topic
         return self._topology.topic_exchange(target.exchange), key
 
     def _check_connection(self, retry: int | None, deadline: float | None = None) -> None:

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from types import SimpleNamespace
 from typing import Any
 
+from notify_transport.drivers.naming import server_routing_key
 from notify_transport.exceptions import ConfigurationError
 
 
@@ -101,7 +102,7 @@ class Topology:
     def rpc_queues(self, exchange_name: str | None, topic: str, server: str) -> list[QueueSpec]:
         """The three queues an RPC server consumes."""
         exchange = self.topic_exchange(exchange_name)
-        server_key = f"{topic}.{server}"
+        server_key = server_routing_key(topic, server)
         return [self.topic_queue(exchange, topic, [topic]),
                 self.topic_queue(exchange, server_key, [server_key]),
                 self.fanout_queue(topic)]

@@ -14,17 +14,15 @@ from typing import Any, Iterable
 from confluent_kafka import KafkaError, KafkaException, TopicPartition
 
 from notify_transport.drivers.base import IncomingMessage
-from notify_transport.drivers.kafka.delivery.commit import CommitPolicy, format_offsets
+from notify_transport.drivers.kafka.delivery.commit import CommitPolicy, commit_sync
+from notify_transport.drivers.kafka.partitions import format_offsets
 from notify_transport.drivers.kafka.delivery.counters import DeliveryCounters
 from notify_transport.drivers.kafka.delivery.hooks import ListenerHooks
 from notify_transport.drivers.kafka.delivery.retry import Requeuer
 from notify_transport.drivers.kafka.delivery.tracker import OffsetTracker, PartitionTrack
-from notify_transport.drivers.kafka.message import ConsumedRecord
+from notify_transport.drivers.kafka.message import ConsumedRecord, KafkaMessage
 
 LOG = logging.getLogger(__name__)
-
-#: Attempts of a synchronous commit (revoke, close) on retriable errors.
-SYNC_COMMIT_ATTEMPTS = 3
 
 
 class _Handle:
@@ -78,7 +76,7 @@ class AtLeastOnce(CommitPolicy):
             self._handles[(tp.topic, tp.partition)] = _Handle(self, track)
 
     def still_owned(self, message: IncomingMessage) -> bool:
-        handle = getattr(getattr(message, "_on_ack", None), "__self__", None)
+        handle = message.owner if isinstance(message, KafkaMessage) else None
         return not isinstance(handle, _Handle) or not handle.track.closed
 
     def in_flight(self) -> int:
@@ -157,21 +155,11 @@ class AtLeastOnce(CommitPolicy):
     def _commit_sync(self, offsets: list[TopicPartition]) -> bool:
         if not offsets or self.consumer is None:
             return True
-        for attempt in range(1, SYNC_COMMIT_ATTEMPTS + 1):
-            try:
-                result = self.consumer.commit(offsets=offsets, asynchronous=False)
-            except KafkaException as exc:
-                err: KafkaError = exc.args[0]
-                if err.code() == KafkaError._NO_OFFSET:
-                    return True
-                if err.fatal() or not err.retriable() or attempt == SYNC_COMMIT_ATTEMPTS:
-                    self._record(offsets, err)
-                    return False
-                time.sleep(0.05 * attempt)
-                continue
-            self._record(result or offsets, None)
+        answered, err = commit_sync(self.consumer, offsets)
+        if not answered:  # nothing to commit
             return True
-        return False
+        self._record(answered, err)
+        return err is None
 
     def commit(self) -> None:
         tracks = self.tracker.uncommitted()

@@ -18,10 +18,39 @@ from typing import Any, Callable, Iterable
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 
+from notify_transport.backoff import Backoff
 from notify_transport.drivers.base import IncomingMessage
 from notify_transport.drivers.kafka.message import ConsumedRecord
+from notify_transport.drivers.kafka.partitions import format_offsets
 
 LOG = logging.getLogger(__name__)
+
+#: Attempts of a synchronous commit on errors that may pass (a coordinator moving, a rebalance).
+SYNC_COMMIT_ATTEMPTS = 3
+#: Waits between them: 0.05 s, then 0.1 s; those errors pass in a moment or not at all.
+SYNC_COMMIT_BACKOFF = Backoff(initial=0.05, factor=1.0, step=0.05, maximum=0.1)
+
+
+def commit_sync(consumer: Consumer, offsets: list[TopicPartition]
+                ) -> tuple[list[TopicPartition], KafkaError | None]:
+    """Commit ``offsets`` synchronously, retrying what may pass.
+
+    Returns what the broker answered (the offsets, each with its own error if
+    any) and None, or the offsets and the last error. Nothing to commit
+    (``_NO_OFFSET``) is no failure: nothing and None.
+    """
+    for attempt in range(1, SYNC_COMMIT_ATTEMPTS + 1):
+        try:
+            return consumer.commit(offsets=offsets, asynchronous=False) or offsets, None
+        except KafkaException as exc:
+            err: KafkaError = exc.args[0]
+            if err.code() == KafkaError._NO_OFFSET:
+                return [], None
+            if err.fatal() or not err.retriable() or attempt == SYNC_COMMIT_ATTEMPTS:
+                return offsets, err
+            # this module's sleep: native where eventlet_support switched the driver's modules
+            time.sleep(SYNC_COMMIT_BACKOFF.delay(attempt))
+    return offsets, None  # pragma: no cover - the loop always returns
 
 
 def next_offsets(records: Iterable[ConsumedRecord]) -> list[TopicPartition]:
@@ -163,9 +192,6 @@ class CommitBeforeDispatch(CommitPolicy):
     :class:`BackgroundCommitter` while the batch is decoded.
     """
 
-    #: Attempts of the synchronous commit before the batch is handed out uncommitted.
-    COMMIT_ATTEMPTS = 3
-
     def __init__(self, requeuer: Any = None, hooks: Any = None) -> None:
         super().__init__()
         self._warned_requeue = False
@@ -192,16 +218,7 @@ class CommitBeforeDispatch(CommitPolicy):
 
     def _commit_with_retries(self, offsets: list[TopicPartition]) -> KafkaError | None:
         """Commit synchronously, retrying what may pass; the last error, or None."""
-        for attempt in range(1, self.COMMIT_ATTEMPTS + 1):
-            try:
-                self.consumer.commit(offsets=offsets, asynchronous=False)  # type: ignore[union-attr]
-                return None
-            except KafkaException as exc:
-                err: KafkaError = exc.args[0]
-                if err.fatal() or not err.retriable() or attempt == self.COMMIT_ATTEMPTS:
-                    return err
-                time.sleep(0.05 * attempt)
-        return None  # pragma: no cover - the loop always returns
+        return commit_sync(self.consumer, offsets)[1]  # type: ignore[arg-type]
 
     def _settle(self, offsets: list[TopicPartition], err: KafkaError | None) -> None:
         """In the polling thread: record the commit and tell the hooks, or say why it failed."""
@@ -261,8 +278,3 @@ class AutoCommit(CommitPolicy):
 
 def _ignore(confirmed: bool) -> None:
     """Delivery outcome of a copy whose original was committed before dispatch (failures are logged)."""
-
-
-def format_offsets(offsets: list[TopicPartition]) -> str:
-    """``topic[partition]=offset, ...`` for log lines."""
-    return ", ".join(f"{tp.topic}[{tp.partition}]={tp.offset}" for tp in offsets) or "nothing"

@@ -86,6 +86,19 @@ def topic_name(template: str, topic: str, pool: str) -> str:
     return name
 
 
+def side_templates(retry_topic: Any, dead_letter_topic: Any) -> tuple[str | None, str | None]:
+    """The retry and dead-letter templates that name a listener's side topics: the configured
+    ones, the defaults where unset, None where disabled.
+
+    Whether a listener copies anything there depends on its delivery mode
+    (:func:`listener_settings`); the names never do, so the operator's tools
+    label and find those topics with this same rule.
+    """
+    return (DEFAULT_RETRY_TOPIC if retry_topic is None else _template("retry_topic", retry_topic),
+            DEFAULT_DEAD_LETTER_TOPIC if dead_letter_topic is None
+            else _template("dead_letter_topic", dead_letter_topic))
+
+
 def listener_settings(opts: Any, options: Mapping[str, Any]) -> ListenerSettings:
     """Settings from the resolved options ``opts`` and a listener's keyword ``options``."""
     values = {name: _checked(name, options[name] if name in options else getattr(opts, name))
@@ -95,14 +108,14 @@ def listener_settings(opts: Any, options: Mapping[str, Any]) -> ListenerSettings
         raise ConfigurationError(f"max_in_flight ({values['max_in_flight']}) must be at least "
                                  f"workers ({values['workers']})")
     at_least_once = mode == AT_LEAST_ONCE
-    retry = _template("retry_topic", values["retry_topic"])
-    if retry is None and values["retry_topic"] is None and at_least_once and values["max_attempts"] > 1:
-        retry = DEFAULT_RETRY_TOPIC
+    retry_template, dead_template = side_templates(values["retry_topic"], values["dead_letter_topic"])
+    # an unset template is used when the mode calls for it, a configured one always
+    retry = retry_template if values["retry_topic"] is not None or (
+        at_least_once and values["max_attempts"] > 1) else None
     if retry is not None and values["max_attempts"] == 1:
         retry = None  # the first failure is the last attempt: nothing to retry
-    dead = _template("dead_letter_topic", values["dead_letter_topic"])
-    if dead is None and values["dead_letter_topic"] is None and (at_least_once or retry is not None):
-        dead = DEFAULT_DEAD_LETTER_TOPIC
+    dead = dead_template if values["dead_letter_topic"] is not None or (
+        at_least_once or retry is not None) else None
     if dead is None and at_least_once:
         raise ConfigurationError("delivery_mode=at_least_once needs a dead_letter_topic: records "
                                  "that cannot be decoded or processed go there instead of being lost")
