@@ -2,11 +2,9 @@
 
     from notify_transport.kafka import ListenerHooks, MessageId, StartPosition, merge
 """
-from notify_transport.drivers.kafka.driver import KafkaDriver
-from notify_transport.drivers.kafka.delivery.hooks import DeadLetter, ListenerHooks
-from notify_transport.drivers.kafka.positions import KINDS, MessageId, StartPosition, parse_start_position
-from notify_transport.drivers.kafka.reader import (MergedIterator, PartitionConsumer, PartitionIterator, Reader,
-                                                   Record, merge)
+from notify_transport.drivers.kafka import (KINDS, DeadLetter, KafkaDriver, ListenerHooks, MergedIterator,
+                                            MessageId, PartitionConsumer, PartitionIterator, Reader, Record,
+                                            StartPosition, merge, parse_start_position)
 
 __all__ = ["DeadLetter", "KINDS", "KafkaDriver", "ListenerHooks", "MergedIterator", "MessageId",
            "PartitionConsumer", "PartitionIterator", "Reader", "Record", "StartPosition", "merge",

@@ -22,14 +22,13 @@ from stevedore import named
 
 from notify_transport.drivers.naming import PRIORITIES
 from notify_transport.drivers.config import register_opts
-from notify_transport.drivers.kafka.options import delivery_opts
-from notify_transport.drivers.kafka.delivery.settings import EXTRA_KEYWORDS, OPTION_NAMES
 from notify_transport.exceptions import ConfigurationError
 from notify_transport.notify.filter import NotificationFilter
 from notify_transport.notify.listener import (NotificationServer, get_batch_notification_listener,
                                               get_notification_listener)
 from notify_transport.options import NOTIFICATIONS_GROUP, register_notifier_opts
 from notify_transport.target import Target
+from notify_transport.transport import listener_options
 
 LOG = logging.getLogger(__name__)
 
@@ -38,8 +37,9 @@ NAMESPACE = "notify_transport.listeners"
 #: The config section of listener NAME is ``[listener:NAME]``.
 SECTION_PREFIX = "listener:"
 
-#: Listener attributes an endpoint may declare, besides the delivery options
-#: (:data:`notify_transport.drivers.kafka.delivery.settings.OPTION_NAMES`) and ``hooks``.
+#: Listener attributes an endpoint may declare, besides the drivers' listener options
+#: (:meth:`notify_transport.drivers.base.BaseDriver.listener_options`, Kafka's delivery options)
+#: and keywords (Kafka's ``hooks``).
 ATTRIBUTES = ("topics", "pool", "filter_rule", "batch_size", "batch_timeout", "allow_requeue")
 
 #: Options of a ``[listener:NAME]`` section. Unset (None) means: the endpoint's
@@ -68,16 +68,16 @@ _own_opts = [
 
 
 def _unset_default(opt: cfg.Opt) -> cfg.Opt:
-    """The Kafka delivery option with no default: unset falls through to the transport's."""
+    """A driver's listener option with no default: unset falls through to the transport's."""
     mine = copy.deepcopy(opt)
     mine.default = None
-    mine.help = f"{opt.help} Default: the endpoint's {opt.name} attribute, else [oslo_messaging_kafka]."
+    mine.help = f"{opt.help} Default: the endpoint's {opt.name} attribute, else the driver's option."
     return mine
 
 
 def listener_opts() -> list[cfg.Opt]:
-    """The options of one ``[listener:NAME]`` section (fresh copies)."""
-    return copy.deepcopy(_own_opts) + [_unset_default(opt) for opt in delivery_opts]
+    """The options of one ``[listener:NAME]`` section (fresh copies): ours, then the drivers'."""
+    return copy.deepcopy(_own_opts) + [_unset_default(opt) for opt in listener_options()[0]]
 
 
 def section(name: str) -> str:
@@ -249,7 +249,8 @@ def describe(entry: RegisteredEntry, endpoint: Any, conf: cfg.ConfigOpts) -> Ent
     rule = getattr(endpoint, "filter_rule", None)
     if rule is not None and not callable(getattr(rule, "match", None)):
         raise ConfigurationError(f"filter_rule must be a NotificationFilter, got {rule!r}")
-    options = {name: pick(name) for name in OPTION_NAMES + EXTRA_KEYWORDS}
+    driver_opts, keywords = listener_options()
+    options = {name: pick(name) for name in [opt.name for opt in driver_opts] + list(keywords)}
     return EntryPointListener(
         entry=entry, endpoint=endpoint, topics=topics, pool=pool, batch=batch, batch_size=batch_size,
         batch_timeout=batch_timeout, allow_requeue=bool(pick("allow_requeue", False)),

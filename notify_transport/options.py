@@ -103,7 +103,7 @@ def register_notifier_opts(conf: cfg.ConfigOpts) -> None:
 
 def list_opts() -> list[tuple[str | None, list[Any]]]:
     """Every option of the library, by group, for oslo-config-generator."""
-    from notify_transport.drivers.kafka.options import GROUP as KAFKA_GROUP, all_opts as kafka_opts
+    from notify_transport.drivers.kafka import GROUP as KAFKA_GROUP, all_opts as kafka_opts
     from notify_transport.notify.drivers import routing_config_opt
     groups: list[tuple[str | None, list[Any]]] = [
         (None, copy.deepcopy(transport_opts)),
@@ -112,7 +112,7 @@ def list_opts() -> list[tuple[str | None, list[Any]]]:
         (SERVE_GROUP, copy.deepcopy(serve_opts)),
     ]
     try:
-        from notify_transport.drivers.rabbit.options import GROUP as RABBIT_GROUP, all_opts as rabbit_opts
+        from notify_transport.drivers.rabbit import GROUP as RABBIT_GROUP, all_opts as rabbit_opts
     except ImportError:  # the rabbit driver is optional at import time
         pass
     else:

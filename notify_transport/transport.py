@@ -74,6 +74,27 @@ def installed_drivers() -> list[str]:
     return sorted({ep.name for ep in importlib_metadata.entry_points(group=DRIVER_NAMESPACE)})
 
 
+def listener_options() -> tuple[list[cfg.Opt], tuple[str, ...]]:
+    """The listener options of every installed driver (the first of a name, drivers in name
+    order) and their listener keywords that are not options.
+
+    A driver that cannot be imported is left out (and logged): it could not
+    run a listener either.
+    """
+    opts: dict[str, cfg.Opt] = {}
+    keywords: dict[str, None] = {}
+    for name in installed_drivers():
+        try:
+            driver_cls: Any = sv_driver.DriverManager(DRIVER_NAMESPACE, name, invoke_on_load=False).driver
+        except Exception as exc:  # noqa: BLE001 - a broken third-party driver must not stop the others
+            LOG.debug("driver %s not loaded for its listener options: %s", name, exc)
+            continue
+        for opt in getattr(driver_cls, "listener_options", lambda: [])():
+            opts.setdefault(opt.name, opt)
+        keywords.update(dict.fromkeys(getattr(driver_cls, "listener_keywords", lambda: ())()))
+    return list(opts.values()), tuple(keywords)
+
+
 class Transport:
     """A loaded driver plus the URL it was made from.
 

@@ -25,7 +25,7 @@ from notify_transport.cli.common import configured_url, load_conf
 from notify_transport.cli.ops.args import positive_float, positive_int
 from notify_transport.cli.ops.output import emit
 from notify_transport.drivers.config import register_opts
-from notify_transport.drivers.kafka.options import GROUP as KAFKA_GROUP, all_opts as kafka_opts
+from notify_transport.drivers.kafka import GROUP as KAFKA_GROUP, all_opts as kafka_opts
 from notify_transport.listeners import (BrokenListenerError, EntryPointListener, UnknownListenerError,
                                         load_listeners, registered_entries, stop_servers)
 from notify_transport.notify.counters_log import CountersLog

@@ -198,6 +198,22 @@ class BaseDriver(abc.ABC):
         self.default_exchange = default_exchange
         self.allowed_remote_exmods = list(allowed_remote_exmods or [])
 
+    # -- what a listener may be given ----------------------------------------
+    @classmethod
+    def listener_options(cls) -> list[Any]:
+        """The options a listener of this driver accepts as keywords of
+        ``listen_for_notifications``: oslo.config ``Opt`` objects named as the keywords.
+
+        The API layer offers them in ``serve``'s ``[listener:NAME]`` sections
+        without knowing the driver. None by default.
+        """
+        return []
+
+    @classmethod
+    def listener_keywords(cls) -> tuple[str, ...]:
+        """Listener keywords that are objects rather than options (none by default)."""
+        return ()
+
     # -- notifications -------------------------------------------------------
     @abc.abstractmethod
     def send_notification(self, target: Target, ctxt: dict, message: dict,

@@ -92,7 +92,7 @@ import threading
 from types import ModuleType
 from typing import Any, Callable, TypeVar
 
-from notify_transport.drivers.kafka.client_properties import RDKAFKA_LOG
+from notify_transport.drivers.kafka import RDKAFKA_LOG
 
 #: The packages and modules whose concurrency primitives must be native under eventlet.
 #: Only the Kafka driver: the RabbitMQ driver stays green in a patched process (see above), so a

@@ -42,7 +42,7 @@ from oslo_messaging._drivers import base as oslo_base
 
 from notify_transport import exceptions as nt_exceptions
 from notify_transport.drivers.base import BaseDriver, IncomingMessage, Listener, close_listeners
-from notify_transport.drivers.kafka.driver import KafkaDriver
+from notify_transport.drivers.kafka import KafkaDriver
 from notify_transport.drivers.reporting import RateLimitedLog
 from notify_transport.drivers.ntkafka import split_listener_options
 from notify_transport.integrations.eventlet_support import Offload, log_bridge, use_native_threads
@@ -352,7 +352,7 @@ class NtKafkaDriver(OffloadingDriver):
         if callable(check):
             return bool(check(**self.listener_options))
         try:
-            from notify_transport.drivers.kafka.delivery.settings import listener_settings
+            from notify_transport.drivers.kafka import listener_settings
             settings = listener_settings(self.driver.opts, dict(self.listener_options))
         except (ImportError, TypeError, nt_exceptions.ConfigurationError) as exc:
             LOG.debug("Cannot tell whether requeue is possible: %s", exc)

@@ -49,7 +49,7 @@ from oslo_messaging._drivers import base as oslo_base
 
 from notify_transport import exceptions as nt_exceptions
 from notify_transport.drivers.base import IncomingMessage
-from notify_transport.drivers.rabbit.driver import RabbitDriver
+from notify_transport.drivers.rabbit import RabbitDriver
 from notify_transport.integrations.eventlet_support import Offload
 from notify_transport.integrations.oslo_messaging import (OffloadingDriver, oslo_error, our_url,
                                                           redacted_url)

@@ -23,7 +23,7 @@ from typing import Any, Iterable, Mapping
 from confluent_kafka import IsolationLevel
 from confluent_kafka.admin import OffsetSpec
 
-from notify_transport.drivers.kafka.cluster import ClusterAdmin
+from notify_transport.drivers.kafka import ClusterAdmin
 from notify_transport.pipeline import hadoop_fs, offsets
 from notify_transport.pipeline.topics import Subscription
 

@@ -12,8 +12,7 @@ from __future__ import annotations
 import logging
 from typing import Mapping, Sequence
 
-from notify_transport.drivers.kafka import client_properties
-from notify_transport.drivers.kafka.message import ConsumedRecord
+from notify_transport.drivers.kafka import ConsumedRecord, admin_properties as kafka_admin_properties
 from notify_transport.exceptions import MessagingException
 
 LOG = logging.getLogger(__name__)
@@ -29,7 +28,7 @@ class KafkaReadError(MessagingException):
 def admin_properties(config: Mapping[str, str]) -> dict[str, str]:
     """The client properties for :class:`~notify_transport.drivers.kafka.cluster.ClusterAdmin`
     (consumer-only properties removed by the driver's properties builder)."""
-    return client_properties.admin_properties(config)
+    return kafka_admin_properties(config)
 
 
 def record_batch(records: Sequence[ConsumedRecord], arrow_schema):

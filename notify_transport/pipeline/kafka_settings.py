@@ -19,8 +19,8 @@ from typing import Any
 from oslo_config import cfg
 
 from notify_transport.drivers.config import resolve_options
-from notify_transport.drivers.kafka import client_properties as props
-from notify_transport.drivers.kafka import options as kafka_options
+from notify_transport.drivers import kafka as props
+from notify_transport.drivers.kafka import GROUP as KAFKA_GROUP, all_opts as kafka_opts
 from notify_transport.exceptions import ConfigurationError, InvalidTransportURL
 from notify_transport.url import TransportURL
 
@@ -56,8 +56,8 @@ class KafkaSettings:
                                       "transport URLs are not supported (use kafka://host:port/vhost)")
         if not parsed.hosts:
             raise InvalidTransportURL(parsed.redacted(), "The transport URL names no Kafka host")
-        opts = resolve_options(conf if conf is not None else cfg.ConfigOpts(), kafka_options.GROUP,
-                               kafka_options.all_opts(), parsed.query, parsed.redacted())
+        opts = resolve_options(conf if conf is not None else cfg.ConfigOpts(), KAFKA_GROUP,
+                               kafka_opts(), parsed.query, parsed.redacted())
         properties = props.client_config(parsed, opts, props.CONSUMER)
         return cls(bootstrap_servers=tuple(parsed.bootstrap_servers()), vhost=parsed.virtual_host or None,
                    properties=tuple(sorted(properties.items())), url=parsed.redacted())

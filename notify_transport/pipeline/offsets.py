@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 from typing import Callable, Iterable, Mapping, Sequence
 
-from notify_transport.drivers.kafka.partitions import OffsetRange, Partition
+from notify_transport.drivers.kafka import OffsetRange, Partition
 from notify_transport.exceptions import ConfigurationError
 
 #: Spark's Kafka source spells "earliest" -2 and "latest" -1 in offset JSON.

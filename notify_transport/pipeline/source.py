@@ -51,8 +51,7 @@ from pyspark.sql.streaming.datasource import (ReadAllAvailable, ReadLimit, ReadM
 from pyspark.sql.types import (BinaryType, IntegerType, LongType, StringType, StructField, StructType,
                                TimestampType)
 
-from notify_transport.drivers.kafka.cluster import ClusterAdmin
-from notify_transport.drivers.kafka.reader import RangeReader
+from notify_transport.drivers.kafka import ClusterAdmin, RangeReader
 from notify_transport.exceptions import ConfigurationError
 from notify_transport.pipeline import caught_up, decode, kafka_io, offsets
 from notify_transport.pipeline.kafka_settings import KafkaSettings

@@ -73,7 +73,7 @@ def probe_metadata(bootstrap: str, timeout: float = 2.0, topic: str | None = Non
     A short-lived client that reconnects quickly, its log lines under this module's
     ``probe`` logger: launchers ask this while brokers start and stop.
     """
-    from notify_transport.drivers.kafka.cluster import ClusterAdmin
+    from notify_transport.drivers.kafka import ClusterAdmin
     from notify_transport.exceptions import MessagingException
 
     admin = ClusterAdmin({"bootstrap.servers": bootstrap, "reconnect.backoff.max.ms": 200,

@@ -65,3 +65,60 @@ def test_the_shared_modules_import_only_each_other():
                        for imported in _imports(PACKAGE / f"{name.rpartition('.')[2]}.py")
                        if imported not in SHARED)
     assert offenders == []
+
+
+#: The driver packages: above ``drivers/`` only their face (the package itself) is imported.
+DRIVER_PACKAGES = ("notify_transport.drivers.kafka", "notify_transport.drivers.rabbit")
+
+
+def _private_imports(path: pathlib.Path) -> list[str]:
+    """The modules inside a driver package that ``path`` imports (``from package import
+    module`` counts too)."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        modules: list[str] = []
+        if isinstance(node, ast.Import):
+            modules = [a.name for a in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            folder = PACKAGE.parent / node.module.replace(".", "/")
+            modules = [node.module] + [f"{node.module}.{a.name}" for a in node.names
+                                       if node.module in DRIVER_PACKAGES and (
+                                           (folder / f"{a.name}.py").exists() or (folder / a.name).is_dir())]
+        found += [m for m in modules if any(m.startswith(p + ".") for p in DRIVER_PACKAGES)]
+    return found
+
+
+def test_the_layers_above_the_drivers_use_only_a_driver_package_s_face():
+    """The CLI, the pipeline, the API layer, the integrations and the launchers import a driver
+    package (its ``__init__``), never a module inside it: the driver's inside may change."""
+    offenders = sorted(f"{path.relative_to(PACKAGE)}: {name}" for path in PACKAGE.rglob("*.py")
+                       if path.relative_to(PACKAGE).parts[0] != "drivers"
+                       for name in _private_imports(path))
+    assert offenders == []
+
+
+def test_the_check_sees_a_private_import(tmp_path):
+    module = tmp_path / "m.py"
+    module.write_text("from notify_transport.drivers.kafka import client_properties\n"
+                      "from notify_transport.drivers.kafka.cluster import ClusterAdmin\n"
+                      "from notify_transport.drivers.kafka import ClusterAdmin\n")
+    assert _private_imports(module) == ["notify_transport.drivers.kafka.client_properties",
+                                        "notify_transport.drivers.kafka.cluster"]
+
+
+def test_a_face_offers_what_it_declares():
+    """Each name of a face resolves in the module the face says, and the type checkers' imports
+    name the same modules."""
+    import importlib
+
+    for package in DRIVER_PACKAGES:
+        face = importlib.import_module(package)
+        declared = {}
+        for node in ast.parse(pathlib.Path(face.__file__).read_text(encoding="utf-8")).body:
+            if isinstance(node, ast.If):  # the TYPE_CHECKING block
+                for imp in node.body:
+                    assert isinstance(imp, ast.ImportFrom)
+                    declared.update({a.name: imp.module.removeprefix(package + ".") for a in imp.names})
+        assert declared == face._HOMES
+        for name in face.__all__:
+            assert getattr(face, name) is getattr(importlib.import_module(f"{package}.{face._HOMES[name]}"), name)

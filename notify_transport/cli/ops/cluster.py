@@ -14,9 +14,7 @@ from typing import Iterator, Sequence
 from oslo_config import cfg
 
 from notify_transport.cli.common import configured_url, load_conf
-from notify_transport.drivers.kafka import client_properties
-from notify_transport.drivers.kafka.cluster import ClusterAdmin
-from notify_transport.drivers.kafka.driver import KafkaDriver
+from notify_transport.drivers.kafka import ClusterAdmin, KafkaDriver, admin_config
 from notify_transport.exceptions import ConfigurationError, DriverLoadFailure, InvalidTarget
 from notify_transport.target import Target
 from notify_transport.transport import NotificationTransport, get_notification_transport
@@ -35,7 +33,7 @@ class KafkaCluster(ClusterAdmin):
             raise ConfigurationError(
                 f"this command works on Kafka only; {transport.url.redacted()} uses the "
                 f"{transport.url.transport!r} driver (give a kafka:// transport URL)")
-        admin_conf = client_properties.admin_config(driver.url, driver.opts)
+        admin_conf = admin_config(driver.url, driver.opts)
         admin_conf["socket.connection.setup.timeout.ms"] = max(1000, int(timeout * 1000))
         super().__init__(admin_conf, timeout=timeout, logger=RDKAFKA_LOG)
         self.transport = transport

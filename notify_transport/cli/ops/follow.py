@@ -15,13 +15,11 @@ from typing import Iterator, Sequence
 
 from confluent_kafka import KafkaError
 
-from notify_transport.drivers.kafka.cluster import UNREACHABLE, ClusterError, Partition
+from notify_transport.drivers.kafka import (EARLIEST, UNREACHABLE, ClusterError, Partition, Reader, Record,
+                                            StartPosition, reader_config)
 from notify_transport.cli.ops.cluster import RDKAFKA_LOG, KafkaCluster
 from notify_transport.cli.ops.start import Start
 from notify_transport.drivers.envelope import decode_notification
-from notify_transport.drivers.kafka.client_properties import reader_config
-from notify_transport.drivers.kafka.positions import EARLIEST, StartPosition
-from notify_transport.drivers.kafka.reader import Reader, Record
 from notify_transport.exceptions import DecodeError, MessagingException
 
 LOG = logging.getLogger(__name__)

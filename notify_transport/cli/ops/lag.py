@@ -6,12 +6,11 @@ import dataclasses
 from typing import Any, Mapping, Sequence
 
 from notify_transport.cli.ops import args as cli_args
-from notify_transport.drivers.kafka.cluster import NO_OFFSET, GroupInfo, Member, Partition
+from notify_transport.drivers.kafka import NO_OFFSET, GroupInfo, Member, Partition, topic_name
 from notify_transport.cli.ops.cluster import KafkaCluster, default_topics, open_cluster
 from notify_transport.cli.ops.output import EXIT_OK, emit, fail, failures_exit_1, warn
 from notify_transport.cli.ops.topic_kinds import DEAD_LETTER, NOTIFICATION, templates
 from notify_transport.drivers.naming import PRIORITIES
-from notify_transport.drivers.kafka.delivery.settings import topic_name
 from notify_transport.exceptions import ConfigurationError
 
 DESCRIPTION = """\

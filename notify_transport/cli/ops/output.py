@@ -14,7 +14,7 @@ from typing import Any, Callable, Sequence, TextIO
 
 from tqdm import tqdm
 
-from notify_transport.drivers.kafka.cluster import ClusterError
+from notify_transport.drivers.kafka import ClusterError
 EXIT_OK, EXIT_FAILURE = 0, 1
 
 

@@ -7,7 +7,7 @@ import sys
 from typing import Any, Mapping, Sequence
 
 from notify_transport.cli.ops import args as cli_args
-from notify_transport.drivers.kafka.cluster import NO_OFFSET, Partition
+from notify_transport.drivers.kafka import NO_OFFSET, Partition
 from notify_transport.cli.ops.cluster import default_topics, open_cluster
 from notify_transport.cli.ops.output import EXIT_OK, Progress, emit, fail, failures_exit_1, warn
 from notify_transport.times import TIME_HELP, format_time, to_millis

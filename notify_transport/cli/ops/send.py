@@ -15,10 +15,9 @@ from notify_transport.cli import logs
 from notify_transport.cli.common import load_conf
 from notify_transport.cli.ops.output import EXIT_OK, Progress, emit, fail, failures_exit_1
 from notify_transport.drivers.config import register_opts
-from notify_transport.drivers.kafka.driver import KafkaDriver
+from notify_transport.drivers.kafka import GROUP as KAFKA_GROUP, KafkaDriver, all_opts as kafka_opts
 from notify_transport.drivers.naming import notification_topic
-from notify_transport.drivers.kafka import options as kafka_options
-from notify_transport.drivers.rabbit import options as rabbit_options
+from notify_transport.drivers.rabbit import GROUP as RABBIT_GROUP, all_opts as rabbit_opts
 from notify_transport.notify import Notifier
 
 DESCRIPTION = """\
@@ -80,17 +79,17 @@ def bounded_conf(args: argparse.Namespace) -> cfg.ConfigOpts:
     queue and a RabbitMQ connection attempt never wait longer.
     """
     conf = load_conf(args)
-    for options in (kafka_options, rabbit_options):
-        register_opts(conf, options.all_opts(), options.GROUP)
-        conf.set_override("flush_timeout", 0.0, options.GROUP)
-    kafka = conf[kafka_options.GROUP]
+    for group, opts in ((KAFKA_GROUP, kafka_opts()), (RABBIT_GROUP, rabbit_opts())):
+        register_opts(conf, opts, group)
+        conf.set_override("flush_timeout", 0.0, group)
+    kafka = conf[KAFKA_GROUP]
     conf.set_override("producer_queue_timeout", min(kafka.producer_queue_timeout, args.timeout),
-                      kafka_options.GROUP)
-    rabbit = conf[rabbit_options.GROUP]
+                      KAFKA_GROUP)
+    rabbit = conf[RABBIT_GROUP]
     conf.set_override("connection_timeout", max(0.1, min(rabbit.connection_timeout, args.timeout)),
-                      rabbit_options.GROUP)
+                      RABBIT_GROUP)
     conf.set_override("pending_notifications_timeout",
-                      min(rabbit.pending_notifications_timeout, args.timeout), rabbit_options.GROUP)
+                      min(rabbit.pending_notifications_timeout, args.timeout), RABBIT_GROUP)
     return conf
 
 

@@ -12,8 +12,8 @@ import dataclasses
 import re
 
 from notify_transport import times
-from notify_transport.drivers.kafka import positions
-from notify_transport.drivers.kafka.positions import EARLIEST, LAST, LATEST, OFFSET
+from notify_transport.drivers.kafka import (EARLIEST, LAST, LATEST, OFFSET, TIMESTAMP, StartPosition,
+                                            start_offset)
 
 TIME = "time"
 
@@ -41,14 +41,14 @@ class Start:
         return self.kind
 
     @property
-    def position(self) -> positions.StartPosition:
+    def position(self) -> StartPosition:
         """The same place as a reader's start position."""
-        return positions.StartPosition(positions.TIMESTAMP if self.kind == TIME else self.kind, self.value)
+        return StartPosition(TIMESTAMP if self.kind == TIME else self.kind, self.value)
 
     def resolve(self, low: int, high: int, at_time: int = -1) -> int:
         """The offset to start at in a partition holding ``[low, high)``; ``at_time`` is the
         broker's answer for :data:`TIME` (-1: nothing that recent, so the end)."""
-        return positions.start_offset(self.position, low, high, at_time)
+        return start_offset(self.position, low, high, at_time)
 
 
 def parse_start(text: str, now: float | None = None) -> Start:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any, Sequence
 
-from notify_transport.drivers.kafka.delivery.settings import side_templates
+from notify_transport.drivers.kafka import side_templates
 from notify_transport.drivers.naming import (DEFAULT_DEAD_LETTER_TOPIC, DEFAULT_RETRY_TOPIC,
                                              parse_side_topic, parse_topic)
 

@@ -22,7 +22,7 @@ from notify_transport.drivers.kafka.consumer import HAND_OUT_CHUNK, KafkaListene
 from notify_transport.drivers.kafka.delivery.counters import DeliveryCounters
 from notify_transport.drivers.kafka.delivery.deadletter import SideProducer
 from notify_transport.drivers.kafka.naming import SendTopics, kafka_topic, validate
-from notify_transport.drivers.kafka.options import GROUP, all_opts, listener_start_timeout
+from notify_transport.drivers.kafka.options import GROUP, all_opts, delivery_opts, listener_start_timeout
 from notify_transport.drivers.kafka.positions import StartPosition, parse_start_position
 from notify_transport.drivers.kafka.producer import NotificationProducer
 from notify_transport.drivers.kafka.reader import MergedIterator, PartitionConsumer, Reader, reader_config, \
@@ -47,6 +47,15 @@ class KafkaDriver(BaseDriver):
 
     name = "kafka"
     supports_rpc = False
+
+    @classmethod
+    def listener_options(cls) -> list[Any]:
+        """The delivery options (``[oslo_messaging_kafka]``), each also a listener keyword."""
+        return list(delivery_opts)
+
+    @classmethod
+    def listener_keywords(cls) -> tuple[str, ...]:
+        return EXTRA_KEYWORDS
 
     def __init__(self, conf: Any, url: Any, default_exchange: str | None = None,
                  allowed_remote_exmods: Iterable[str] | None = None) -> None:
