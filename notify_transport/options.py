@@ -1,8 +1,9 @@
 """oslo.config options of the API layer, and ``list_opts()`` for oslo-config-generator.
 
-The ``[DEFAULT]`` and ``[oslo_messaging_notifications]`` options are copied
-from oslo.messaging 18.x attribute for attribute, so a service config written
-for it works unchanged and both libraries can register them in one process.
+The ``[DEFAULT]`` and ``[oslo_messaging_notifications]`` options keep
+oslo.messaging 18.x's names, types and defaults, so a service config written
+for it works unchanged; their help is ours, and both libraries register them in
+one process in either order (:func:`~notify_transport.drivers.config.register_opts`).
 """
 from __future__ import annotations
 
@@ -19,41 +20,45 @@ transport_opts = [
     cfg.StrOpt('transport_url',
                default="rabbit://",
                secret=True,
-               help='The network address and optional user credentials for '
-                    'connecting to the messaging backend, in URL format. The '
-                    'expected format is:\n\n'
-                    'driver://[user:pass@]host:port[,[userN:passN@]hostN:'
-                    'portN]/virtual_host?query\n\n'
-                    'Example: rabbit://rabbitmq:password@127.0.0.1:5672//\n\n'
-                    'For full details on the fields in the URL see the '
-                    'documentation of oslo_messaging.TransportURL at '
-                    'https://docs.openstack.org/oslo.messaging/latest/'
-                    'reference/transport.html'),
+               help='Where messages go, as a URL: the scheme names the driver '
+                    '(kafka, rabbit, ntkafka, fake or a third-party one), then '
+                    'optional credentials, one or more host:port pairs, a virtual '
+                    'host and query options that override the driver\'s options:\n\n'
+                    'scheme://[user:pass@]host:port[,host2:port2]/vhost?option=value\n\n'
+                    'The password is never logged. Notifications use '
+                    '[oslo_messaging_notifications] transport_url instead when it is set.'),
     cfg.StrOpt('control_exchange',
                default='openstack',
-               help='The default exchange under which topics are scoped. May '
-                    'be overridden by an exchange name specified in the '
-                    'transport_url option.'),
+               help='Exchange of a target that names none. RabbitMQ binds each '
+                    'topic queue to it; Kafka has no exchanges and ignores it. '
+                    'A service usually sets its own default (for example nova).'),
 ]
 
 notifier_opts = [
     cfg.MultiStrOpt('driver',
                     default=[],
-                    help='The Drivers(s) to handle sending notifications. '
-                         'Possible values are messaging, messagingv2, '
-                         'routing, log, test, noop'),
+                    help='Notifier drivers a notification is handed to, any number of '
+                         'them: messagingv2 (the transport, in the 2.0 envelope), '
+                         'messaging (the transport, unwrapped), log, routing (per '
+                         'event type, from routing_config), test, noop. None: '
+                         'notifications are not sent.'),
     cfg.StrOpt('transport_url',
                secret=True,
-               help='A URL representing the messaging driver to use for '
-                    'notifications. If not set, we fall back to the same '
-                    'configuration used for RPC.'),
+               help='Transport URL of the notifications alone (for example '
+                    'kafka://... while RPC stays on rabbit://). Unset: the '
+                    '[DEFAULT] transport_url.'),
     cfg.ListOpt('topics',
                 default=['notifications', ],
-                help='AMQP topic used for OpenStack notifications.'),
+                help='Topics a notifier publishes to and a listener without '
+                     'targets reads; each is suffixed with the priority (and on Kafka '
+                     'the vhost), notifications.info for example.'),
     cfg.IntOpt('retry', default=-1,
-               help='The maximum number of attempts to re-send a notification '
-                    'message which failed to be delivered due to a '
-                    'recoverable error. 0 - No retry, -1 - indefinite'),
+               help='How many more times a notification is sent after a failure '
+                    'that may pass (the broker unreachable). 0: never; -1: as the '
+                    'driver does by itself (RabbitMQ reconnects until it is sent, '
+                    'Kafka\'s producer retries within delivery_timeout); N > 0: on '
+                    'Kafka, N new attempts after a failed delivery, on RabbitMQ N '
+                    'reconnection attempts.'),
 ]
 
 

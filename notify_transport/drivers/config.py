@@ -7,6 +7,8 @@ error that names it, so a typo never silently falls back to a default.
 """
 from __future__ import annotations
 
+import copy
+import functools
 import logging
 import types
 from typing import Any, Iterable, Mapping
@@ -18,17 +20,66 @@ from notify_transport.exceptions import ConfigurationError, InvalidTransportURL
 LOG = logging.getLogger(__name__)
 
 
-def register_opts(conf: cfg.ConfigOpts, opts: Iterable[cfg.Opt], group: str | None = None) -> None:
-    """Register ``opts``, sharing an option oslo.messaging registered already when it is the same setting.
+#: Attributes of an option that are no part of the setting: how it is shown (its help text,
+#: whether its value is masked in logs: ours mask a key password that oslo.messaging's does
+#: not) and where in the code it was defined (oslo.config ignores that one too).
+_NOT_THE_SETTING = frozenset({"help", "secret", "_set_location"})
 
-    Our compatibility options copy oslo.messaging's, whose help text may differ in another version;
-    oslo.config would raise ``DuplicateOptError``.
+
+class _SameSetting:
+    """Mixed into a registered option: another option with the same name, type, default,
+    deprecated names and every other attribute is the same setting, whatever its help says.
+
+    oslo.config refuses a second registration of a name unless the options are equal, and
+    compares them with ``!=``. Our compatibility options share oslo.messaging's names in
+    our own words: registered through :func:`register_opts`, ours compare equal to
+    oslo.messaging's in either order (the registered one is the left operand; when it is
+    oslo's, Python asks this subclass first).
+    """
+
+    def __eq__(self, another: object) -> bool:
+        if not isinstance(another, cfg.Opt):
+            return NotImplemented
+        return _setting(self) == _setting(another)
+
+    def __ne__(self, another: object) -> bool:
+        if not isinstance(another, cfg.Opt):
+            return NotImplemented
+        return _setting(self) != _setting(another)
+
+    __hash__ = None  # type: ignore[assignment]  # equal options need not be one object
+
+
+def _setting(opt: object) -> dict[str, Any]:
+    return {k: v for k, v in vars(opt).items() if k not in _NOT_THE_SETTING}
+
+
+@functools.lru_cache(maxsize=None)
+def _same_setting_class(kind: type) -> type:
+    return type(kind.__name__, (_SameSetting, kind), {"__module__": __name__})
+
+
+def shared(opt: cfg.Opt) -> cfg.Opt:
+    """A copy of ``opt`` that equals any option which differs from it in help text only."""
+    if isinstance(opt, _SameSetting):
+        return opt
+    mine = copy.copy(opt)
+    mine.__class__ = _same_setting_class(type(opt))  # type: ignore[arg-type]  # a class is hashable
+    return mine
+
+
+def register_opts(conf: cfg.ConfigOpts, opts: Iterable[cfg.Opt], group: str | None = None) -> None:
+    """Register ``opts`` (through :func:`shared`), sharing an option another library
+    registered already when it is the same setting.
+
+    Our compatibility options keep oslo.messaging's names, types and defaults in our own
+    words: oslo.messaging may register its own before or after ours in one process.
     """
     if group is not None:
         conf.register_group(cfg.OptGroup(group))
     for opt in opts:
         try:
-            conf.register_opt(opt, group=group)
+            conf.register_opt(shared(opt), group=group)
         except cfg.DuplicateOptError:
             _check_shared(conf, opt, group)
             LOG.debug("Option [%s] %s already registered; sharing it", group, opt.name)

@@ -15,6 +15,7 @@ from typing import Any
 from oslo_config import cfg
 from stevedore import extension, named
 
+from notify_transport.drivers.config import register_opts
 from notify_transport.drivers.naming import notification_topic
 from notify_transport.exceptions import ConfigurationError
 from notify_transport.target import Target
@@ -142,7 +143,7 @@ class RoutingDriver(Driver):
         self._load()
 
     def _load(self) -> None:
-        self.conf.register_opt(routing_config_opt, group="oslo_messaging_notifications")
+        register_opts(self.conf, [routing_config_opt], "oslo_messaging_notifications")
         filename = self.conf.oslo_messaging_notifications.routing_config
         routes: dict = {}
         if filename:

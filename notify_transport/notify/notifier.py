@@ -16,10 +16,8 @@ LOG = logging.getLogger(__name__)
 
 
 class _UtcClock:
-    """``str(datetime.utcnow())`` as oslo writes timestamps, about 3x cheaper.
-
-    The date and time part is formatted once per second.
-    """
+    """``str(datetime.utcnow())`` as oslo writes timestamps, without a datetime per call:
+    the date and time part is formatted once per second."""
 
     __slots__ = ("_second",)
 
@@ -40,10 +38,9 @@ class _UtcClock:
 # The pool is process state, not per notifier, because a forked child must drop
 # the ids it inherited (it would otherwise reuse its parent's): one at-fork hook
 # clears this one pool, where per-notifier pools would need a hook registered per
-# notifier (never released) or a getpid() per notification (about 0.1 us, 5% of
-# building one). `python -m bench.profile_hot build` measures what the pool and
-# the cached clock save: Notifier.info on the noop driver with a 1.3 KB payload
-# took 2.7 us against 6.2 us with str(uuid4()) and str(datetime) per call.
+# notifier (never released) or a getpid() per notification. What the pool and the
+# cached clock save is measured by `python -m bench.profile_hot build`
+# (doc/source/benchmarks.rst).
 _ID_BATCH = 256
 #: the RFC 4122 variant keeps a hex digit's two low bits and sets its top bits to 10
 _VARIANT_DIGIT = {c: "89ab"[int(c, 16) & 3] for c in "0123456789abcdef"}

@@ -1,7 +1,7 @@
 """The redacted context dict of an ``oslo_context.RequestContext``, without the copy.
 
-``ctxt.redacted_copy().to_dict()`` builds a whole context (about 4 us) to read
-17 values back; :func:`redacted_dict` builds the same dict for oslo.context's
+``ctxt.redacted_copy().to_dict()`` builds a whole context to read 17 values
+back, on every notification; :func:`redacted_dict` builds the same dict for oslo.context's
 exact class only, once checked against the real methods on a probe context
 (otherwise never used). It does not make the copy the thread's current context.
 """

@@ -43,7 +43,7 @@ LOG = logging.getLogger(__name__)
 #: Records of one take (one commit, up to max_poll_records) decoded and handed out per
 #: poll() to a listener that dispatches one at a time: hundreds of decoded
 #: notifications alive at once would make the garbage collector scan and promote
-#: them (about 15% of a listener's time).
+#: them, a cost the listener benchmark shows.
 HAND_OUT_CHUNK = 64
 
 #: Longest single wait inside poll(), so that stop() is noticed quickly.

@@ -1,8 +1,8 @@
 """``[oslo_messaging_rabbit]`` options.
 
-``oslo_compat_opts`` copy oslo.messaging 18.3.1's rabbit options attribute for
-attribute (oslo.config refuses two differing registrations of one name, and
-services load both libraries); ``extra_opts`` are ours. Options accepted but
+``oslo_compat_opts`` keep oslo.messaging 18.3.1's rabbit options (names, types,
+defaults, deprecations: services load both libraries, and both register them in
+one process in either order), in our words; ``extra_opts`` are ours. Options accepted but
 moot by design are listed in :data:`NOT_APPLICABLE`.
 """
 from __future__ import annotations
@@ -20,231 +20,182 @@ _ACK_REQUEUE_EVERY_SECONDS_MAX = 5.0
 
 rabbit_opts = [
     cfg.IntOpt('rpc_conn_pool_size', default=30,
-               help='Size of RPC connection pool.',
+               help='Accepted for compatibility; no effect here: the driver keeps one '
+                    'connection for sending and one for listening instead of a pool.',
                min=1),
     cfg.IntOpt('conn_pool_min_size', default=2,
-               help='The pool size limit for connections expiration policy'),
+               help='Accepted for compatibility; no effect here (no connection pool).'),
     cfg.IntOpt('conn_pool_ttl', default=1200,
-               help='The time-to-live in sec of idle connections in the pool'),
+               help='Accepted for compatibility; no effect here (no connection pool).'),
     cfg.BoolOpt('ssl',
                 default=False,
-                help='Connect over SSL.'),
+                help='Talk to RabbitMQ over TLS (?ssl=true in the transport URL does the '
+                     'same).'),
     cfg.StrOpt('ssl_version',
                default='',
-               help='SSL version to use (valid only if SSL enabled). '
-                    'Valid values are TLSv1 and SSLv23. SSLv2, SSLv3, '
-                    'TLSv1_1, and TLSv1_2 may be available on some '
-                    'distributions.'
-               ),
+               help='Pin one TLS version (TLSv1, TLSv1_1, TLSv1_2, TLSv1_3); empty or '
+                    'SSLv23: the highest both sides support.'),
     cfg.StrOpt('ssl_key_file',
                default='',
-               help='SSL key file (valid only if SSL enabled).'),
+               help='PEM file of the private key of ssl_cert_file (TLS client '
+                    'authentication).'),
     cfg.StrOpt('ssl_cert_file',
                default='',
-               help='SSL cert file (valid only if SSL enabled).'),
+               help="PEM file of this client's certificate, for brokers that ask clients to "
+                    'prove who they are over TLS.'),
     cfg.StrOpt('ssl_ca_file',
                default='',
-               help='SSL certification authority file '
-                    '(valid only if SSL enabled).'),
+               help="PEM file of the certificate authorities that signed the broker's "
+                    'certificate. Without it the certificate is not checked (a warning is '
+                    'logged).'),
     cfg.BoolOpt('ssl_enforce_hostname_verification',
                 default=True,
                 deprecated_for_removal=True,
                 deprecated_reason='Verification is always enabled now',
-                help='When true, verify the broker hostname against the '
-                     'certificate when ``ssl_ca_file`` is set. When false, '
-                     '``ssl`` with ``ssl_ca_file`` still validates the '
-                     'certificate chain but does not verify the broker '
-                     'hostname. ``ssl=true`` without ``ssl_ca_file`` never '
-                     'enables hostname verification.'),
+                help="With ssl_ca_file, also check that the broker's certificate names the "
+                     'host connected to; off checks the chain only. Without ssl_ca_file '
+                     'nothing is checked.'),
     cfg.BoolOpt('ssl_enforce_fips_mode',
                 default=False,
                 deprecated_for_removal=True,
                 deprecated_reason='FIPS_mode_set API was removed in OpenSSL '
                                   '3.0.0. This option has no effect now.',
-                help='Global toggle for enforcing the OpenSSL FIPS mode. '
-                'This feature requires Python support. '
-                'This is available in Python 3.9 in all '
-                'environments and may have been backported to older '
-                'Python versions on select environments. If the Python '
-                'executable used does not support OpenSSL FIPS mode, '
-                'an exception will be raised.'),
+                help='Accepted for compatibility; no effect (OpenSSL 3 removed the switch it '
+                     'flipped).'),
     cfg.FloatOpt('kombu_reconnect_delay',
                  default=1.0,
                  min=0.0,
                  max=_ACK_REQUEUE_EVERY_SECONDS_MAX * 0.9,
-                 help='How long to wait (in seconds) before reconnecting in '
-                      'response to an AMQP consumer cancel notification.'),
+                 help='Longest wait, in seconds, before a consumer reopens its channel after '
+                      'RabbitMQ closed it (a queue deleted or a node failing over); the first '
+                      'retry comes much sooner.'),
     cfg.FloatOpt('kombu_reconnect_splay',
                  default=0.0,
                  min=0.0,
-                 help='Random time to wait for when reconnecting in response '
-                      'to an AMQP consumer cancel notification.'),
+                 help='Up to this many seconds, chosen at random, added to each reconnection '
+                      'wait, so that many clients do not come back at once.'),
     cfg.StrOpt('kombu_compression',
-               help="EXPERIMENTAL: Possible values are: gzip, bz2. If not "
-                    "set compression will not be used. This option may not "
-                    "be available in future versions."),
+               help='Compress message bodies with this codec (gzip, bz2, lzma or their '
+                    'aliases) and say so in the compression header, as kombu does; unset: '
+                    'no compression. Readers of either library decompress.'),
     cfg.IntOpt('kombu_missing_consumer_retry_timeout',
                deprecated_name="kombu_reconnect_timeout",
                default=60,
-               help='How long to wait a missing client before abandoning to '
-                    'send it its replies. This value should not be longer '
-                    'than rpc_response_timeout.'),
+               help="Seconds a server keeps trying to send a reply whose caller's reply "
+                    'queue is missing (the caller reconnecting) before it drops the reply; '
+                    'keep it below rpc_response_timeout.'),
     cfg.StrOpt('kombu_failover_strategy',
                choices=('round-robin', 'shuffle'),
                default='round-robin',
-               help='Determines how the next RabbitMQ node is chosen in case '
-                    'the one we are currently connected to becomes '
-                    'unavailable. Takes effect only if more than one '
-                    'RabbitMQ node is provided in config.'),
+               help="Which of the URL's hosts is tried next after a connection is lost: "
+                    'round-robin (in order) or shuffle (at random).'),
     cfg.StrOpt('rabbit_login_method',
                choices=('PLAIN', 'AMQPLAIN', 'EXTERNAL', 'RABBIT-CR-DEMO'),
                default='AMQPLAIN',
-               help='The RabbitMQ login method.'),
+               help='How the client authenticates: PLAIN or AMQPLAIN (user and password '
+                    'from the URL, sent as PLAIN, which RabbitMQ treats alike) or EXTERNAL '
+                    '(the TLS client certificate).'),
     cfg.IntOpt('rabbit_retry_interval',
                min=1,
                default=1,
-               help='How frequently to retry connecting with RabbitMQ.'),
+               help='Seconds before the first reconnection attempt after a connection '
+                    'failed.'),
     cfg.IntOpt('rabbit_retry_backoff',
                default=2,
                min=0,
-               help='How long to backoff for between retries when connecting '
-                    'to RabbitMQ.'),
+               help='Seconds added to the wait after each further failed attempt in a row.'),
     cfg.IntOpt('rabbit_interval_max',
                default=30,
                min=1,
-               help='Maximum interval of RabbitMQ connection retries.'),
+               help='Longest wait, in seconds, between two reconnection attempts.'),
     cfg.BoolOpt('rabbit_ha_queues',
                 default=False,
-                help='Try to use HA queues in RabbitMQ (x-ha-policy: all). '
-                'If you change this option, you must wipe the RabbitMQ '
-                'database. In RabbitMQ 3.0, queue mirroring is no longer '
-                'controlled by the x-ha-policy argument when declaring a '
-                'queue. If you just want to make sure that all queues (except '
-                'those with auto-generated names) are mirrored across all '
-                'nodes, run: '
-                """\"rabbitmqctl set_policy HA '^(?!amq\\.).*' """
-                """'{"ha-mode": "all"}' \""""),
+                help='Declare queues with x-ha-policy: all (classic mirrored queues of '
+                     'RabbitMQ before 3.0). Later versions mirror by policy only: set one '
+                     'with rabbitmqctl set_policy, or use rabbit_quorum_queue.'),
     cfg.BoolOpt('rabbit_quorum_queue',
                 default=False,
-                help='Use quorum queues in RabbitMQ (x-queue-type: quorum). '
-                'The quorum queue is a modern queue type for RabbitMQ '
-                'implementing a durable, replicated FIFO queue based on the '
-                'Raft consensus algorithm. It is available as of '
-                'RabbitMQ 3.8.0. If set this option will conflict with '
-                'the HA queues (``rabbit_ha_queues``) aka mirrored queues, '
-                'in other words the HA queues should be disabled. '
-                'Quorum queues are also durable by default so the '
-                'amqp_durable_queues option is ignored when this option is '
-                'enabled.'),
+                help='Declare the topic and notification queues as quorum queues (replicated '
+                     'with Raft, durable; RabbitMQ 3.8 and later). Not with '
+                     'rabbit_ha_queues. An existing queue keeps its type: delete it to '
+                     'change.'),
     cfg.BoolOpt('rabbit_transient_quorum_queue',
                 default=False,
-                help='Use quorum queues for transients queues in RabbitMQ. '
-                'Enabling this option will then make sure those queues are '
-                'also using quorum kind of rabbit queues, which are HA by '
-                'default.'),
+                help='Declare the reply and fanout queues as quorum queues too (they are '
+                     'otherwise classic and transient).'),
     cfg.IntOpt('rabbit_quorum_delivery_limit',
                default=0,
-               help='Each time a message is redelivered to a consumer, '
-               'a counter is incremented. Once the redelivery count '
-               'exceeds the delivery limit the message gets dropped '
-               'or dead-lettered (if a DLX exchange has been configured) '
-               'Used only when rabbit_quorum_queue is enabled, '
-               'Default 0 which means dont set a limit.'),
+               help='With quorum queues, how many times RabbitMQ redelivers a message '
+                    "before it drops or dead-letters it (a policy's dead-letter exchange); "
+                    '0: no limit.'),
     cfg.IntOpt('rabbit_quorum_max_memory_length',
                default=0,
-               help='By default all messages are maintained in memory '
-               'if a quorum queue grows in length it can put memory '
-               'pressure on a cluster. This option can limit the number '
-               'of messages in the quorum queue. '
-               'Used only when rabbit_quorum_queue is enabled, '
-               'Default 0 which means dont set a limit.'),
+               help='With quorum queues, most messages a queue keeps in memory '
+                    '(x-max-in-memory-length); 0: no limit. RabbitMQ 4 ignores it.'),
     cfg.IntOpt('rabbit_quorum_max_memory_bytes',
                default=0,
-               help='By default all messages are maintained in memory '
-               'if a quorum queue grows in length it can put memory '
-               'pressure on a cluster. This option can limit the number '
-               'of memory bytes used by the quorum queue. '
-               'Used only when rabbit_quorum_queue is enabled, '
-               'Default 0 which means dont set a limit.'),
+               help='With quorum queues, most bytes of messages a queue keeps in memory '
+                    '(x-max-in-memory-bytes); 0: no limit. RabbitMQ 4 ignores it.'),
     cfg.IntOpt('rabbit_transient_queues_ttl',
                min=0,
                default=1800,
-               help='Positive integer representing duration in seconds for '
-                    'queue TTL (x-expires). Queues which are unused for the '
-                    'duration of the TTL are automatically deleted. The '
-                    'parameter affects only reply and fanout queues. Setting '
-                    '0 as value will disable the x-expires. If doing so, '
-                    'make sure you have a rabbitmq policy to delete the '
-                    'queues or you deployment will create an infinite number '
-                    'of queue over time.'
-                    'In case rabbit_stream_fanout is set to True, this option '
-                    'will control data retention policy (x-max-age) for '
-                    'messages in the fanout queue rather then the queue '
-                    'duration itself. So the oldest data in the stream queue '
-                    'will be discarded from it once reaching TTL '
-                    'Setting to 0 will disable x-max-age for stream which '
-                    'make stream grow indefinitely filling up the diskspace'),
+               help='Seconds an unused reply or fanout queue lives before RabbitMQ deletes '
+                    'it (x-expires); 0 keeps them forever, so a policy must clean them up.'),
     cfg.IntOpt('rabbit_qos_prefetch_count',
                default=0,
-               help='Specifies the number of messages to prefetch. Setting to '
-                    'zero allows unlimited messages.'),
+               help='Unacknowledged messages a consumer may hold (basic.qos); 0 leaves it '
+                    'to notification_prefetch_count and rpc_prefetch_count rather than no '
+                    'limit.'),
     cfg.IntOpt('heartbeat_timeout_threshold',
                default=60,
-               help="Number of seconds after which the Rabbit broker is "
-               "considered down if heartbeat's keep-alive fails "
-               "(0 disables heartbeat)."),
+               help='Seconds of silence after which a connection counts as dead and is '
+                    'replaced; 0 turns heartbeats off. The driver heartbeats often enough '
+                    'that a silent broker is noticed within twice this.'),
     cfg.IntOpt('heartbeat_rate',
                default=3,
-               help='How often times during the heartbeat_timeout_threshold '
-               'we check the heartbeat.'),
+               help='Accepted for compatibility; no effect: pika checks the heartbeat '
+                    'itself, at the interval derived from heartbeat_timeout_threshold.'),
     cfg.BoolOpt('direct_mandatory_flag',
                 default=True,
                 deprecated_for_removal=True,
                 deprecated_reason='Mandatory flag no longer deactivable.',
-                help='(DEPRECATED) Enable/Disable the RabbitMQ mandatory '
-                'flag for direct send. The direct send is used as reply, '
-                'so the MessageUndeliverable exception is raised '
-                'in case the client queue does not exist.'
-                'MessageUndeliverable exception will be used to loop for a '
-                'timeout to lets a chance to sender to recover.'
-                'This flag is deprecated and it will not be possible to '
-                'deactivate this functionality anymore'),
+                help='Accepted for compatibility; no effect: replies are always published '
+                     'mandatory, so a missing reply queue is noticed.'),
     cfg.BoolOpt('enable_cancel_on_failover',
                 default=False,
-                help="Enable x-cancel-on-ha-failover flag so that "
-                     "rabbitmq server will cancel and notify consumers"
-                     "when queue is down"),
+                help='Consume with x-cancel-on-ha-failover, so that RabbitMQ cancels '
+                     'the consumers of a mirrored queue whose leader moved; the '
+                     'consumer then subscribes again.'),
     cfg.BoolOpt('use_queue_manager',
                 default=False,
-                help='Should we use consistant queue names or random ones'),
+                help='Must stay false: this driver names its reply and fanout queues at '
+                     "random and refuses the option set (oslo's stable names are not "
+                     'supported).'),
     cfg.StrOpt('hostname',
                sample_default='node1.example.com',
                default=socket.gethostname(),
-               help='Hostname used by queue manager. Defaults to the value '
-               'returned by socket.gethostname().'),
+               help="Accepted for compatibility; no effect here (used by oslo's queue "
+                    'manager only).'),
     cfg.StrOpt('processname',
                sample_default='nova-api',
                default=os.path.basename(sys.argv[0]),
-               help='Process name used by queue manager'),
+               help="Accepted for compatibility; no effect here (used by oslo's queue "
+                    'manager only).'),
     cfg.BoolOpt('rabbit_stream_fanout',
                 default=False,
-                help='Use stream queues in RabbitMQ (x-queue-type: stream). '
-                'Streams are a new persistent and replicated data structure '
-                '("queue type") in RabbitMQ which models an append-only log '
-                'with non-destructive consumer semantics. It is available '
-                'as of RabbitMQ 3.9.0. If set this option will replace all '
-                'fanout queues with only one stream queue.'),
+                help='Must stay false: this driver refuses stream queues for fanout and '
+                     'declares classic (or quorum) fanout queues.'),
 ]
 
 amqp_opts = [
     cfg.BoolOpt('amqp_durable_queues',
                 default=False,
-                help='Use durable queues in AMQP. If rabbit_quorum_queue '
-                'is enabled, queues will be durable and this value will '
-                'be ignored.'),
+                help='Declare topic and notification queues and their exchanges durable, so '
+                     'they survive a broker restart (quorum queues always are).'),
     cfg.BoolOpt('amqp_auto_delete',
                 default=False,
-                help='Auto-delete queues in AMQP.'),
+                help='Declare queues and exchanges that RabbitMQ deletes once their last '
+                     'consumer or binding is gone.'),
 ]
 
 oslo_compat_opts = rabbit_opts + amqp_opts
