@@ -62,11 +62,12 @@ def let_aliases_take_their_schemes_branches(tree: Path) -> int:
     taken = 0
     for name in BRANCH_FILES:
         path = tree / name
-        text = path.read_text()
+        text = original = path.read_text()
         for theirs, ours in BRANCHES.items():
             text = text.replace(theirs, ours)
             taken += text.count(ours)
-        path.write_text(text)
+        if text != original:  # written once: runs side by side never see a file half written
+            path.write_text(text)
     return taken
 
 
@@ -76,6 +77,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--notify-url", required=True, help="NOTIFY_TRANSPORT_URL, e.g. ntkafka://...")
     parser.add_argument("--workdir", type=Path, default=Path("build/oslo-sdist"),
                         help="where the sdist is downloaded and unpacked (default: %(default)s)")
+    parser.add_argument("--prepare-only", action="store_true",
+                        help="download, unpack and change the suite, then exit (so that several "
+                             "runs can then share the tree)")
     parser.add_argument("test_names", nargs="*",
                         help="run only these (unittest names, e.g. oslo_messaging.tests.functional."
                              "test_functional.CallTestCase); default: the whole suite")
@@ -83,6 +87,8 @@ def main(argv: list[str] | None = None) -> int:
     tree = unpacked_sdist(args.workdir.resolve(), metadata.version("oslo.messaging"))
     if not let_aliases_take_their_schemes_branches(tree):
         parser.error(f"no rabbit:// or kafka:// branch found in {tree}: oslo's suite changed")
+    if args.prepare_only:
+        return 0
     env = dict(os.environ, RPC_TRANSPORT_URL=args.rpc_url, NOTIFY_TRANSPORT_URL=args.notify_url,
                PATH=os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")]))
     command = [sys.executable, "-W", "ignore::DeprecationWarning", "-m", "unittest", "-v",

@@ -8,63 +8,11 @@ name's module is imported on first use.
 """
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
-#: What the layers above may use, and the module of the driver that defines it.
-_HOMES = {
-    "KafkaDriver": "driver",
-    "GROUP": "options",
-    "all_opts": "options",
-    "delivery_opts": "options",
-    "CA_FILE": "client_properties",
-    "CERT_FILE": "client_properties",
-    "CONSUMER": "client_properties",
-    "KEY_FILE": "client_properties",
-    "KEY_PASSWORD": "client_properties",
-    "RDKAFKA_LOG": "client_properties",
-    "SSL_OPTIONS": "client_properties",
-    "admin_config": "client_properties",
-    "admin_properties": "client_properties",
-    "client_config": "client_properties",
-    "reader_config": "client_properties",
-    "NO_OFFSET": "cluster",
-    "UNREACHABLE": "cluster",
-    "ClusterAdmin": "cluster",
-    "ClusterError": "cluster",
-    "GroupInfo": "cluster",
-    "Member": "cluster",
-    "OffsetRange": "partitions",
-    "Partition": "partitions",
-    "EARLIEST": "positions",
-    "KINDS": "positions",
-    "LAST": "positions",
-    "LATEST": "positions",
-    "OFFSET": "positions",
-    "TIMESTAMP": "positions",
-    "MessageId": "positions",
-    "StartPosition": "positions",
-    "parse_start_position": "positions",
-    "start_offset": "positions",
-    "MergedIterator": "reader",
-    "PartitionConsumer": "reader",
-    "PartitionIterator": "reader",
-    "RangeReader": "reader",
-    "Reader": "reader",
-    "Record": "reader",
-    "merge": "reader",
-    "ConsumedRecord": "message",
-    "DeadLetter": "delivery.hooks",
-    "ListenerHooks": "delivery.hooks",
-    "EXTRA_KEYWORDS": "delivery.settings",
-    "OPTION_NAMES": "delivery.settings",
-    "listener_settings": "delivery.settings",
-    "side_templates": "delivery.settings",
-    "topic_name": "delivery.settings",
-}
-__all__ = sorted(_HOMES)
+from notify_transport.drivers.face import lazy_names
 
-if TYPE_CHECKING:  # the same names, for type checkers (tests/unit/test_layers.py compares)
+if TYPE_CHECKING:  # the face: what the layers above may use (read by lazy_names too)
     from notify_transport.drivers.kafka.driver import KafkaDriver  # noqa: F401
     from notify_transport.drivers.kafka.options import GROUP, all_opts, delivery_opts  # noqa: F401
     from notify_transport.drivers.kafka.client_properties import CA_FILE, CERT_FILE, CONSUMER, KEY_FILE, KEY_PASSWORD, RDKAFKA_LOG, SSL_OPTIONS, admin_config, admin_properties, client_config, reader_config  # noqa: F401
@@ -77,11 +25,4 @@ if TYPE_CHECKING:  # the same names, for type checkers (tests/unit/test_layers.p
     from notify_transport.drivers.kafka.delivery.settings import EXTRA_KEYWORDS, OPTION_NAMES, listener_settings, side_templates, topic_name  # noqa: F401
 
 
-def __getattr__(name: str) -> Any:
-    """Import a name's module on first use: importing the package stays cheap."""
-    home = _HOMES.get(name)
-    if home is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(f"{__name__}.{home}"), name)
-    globals()[name] = value
-    return value
+__all__, __getattr__ = lazy_names(__name__, __file__)

@@ -4,27 +4,13 @@ A name's module is imported on first use, so that reading the options does not l
 """
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
-#: What the layers above may use, and the module of the driver that defines it.
-_HOMES = {
-    "RabbitDriver": "driver",
-    "GROUP": "options",
-    "all_opts": "options",
-}
-__all__ = sorted(_HOMES)
+from notify_transport.drivers.face import lazy_names
 
-if TYPE_CHECKING:  # the same names, for type checkers (tests/unit/test_layers.py compares)
+if TYPE_CHECKING:  # the face: what the layers above may use (read by lazy_names too)
     from notify_transport.drivers.rabbit.driver import RabbitDriver  # noqa: F401
     from notify_transport.drivers.rabbit.options import GROUP, all_opts  # noqa: F401
 
 
-def __getattr__(name: str) -> Any:
-    """Import a name's module on first use: importing the package stays cheap."""
-    home = _HOMES.get(name)
-    if home is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(f"{__name__}.{home}"), name)
-    globals()[name] = value
-    return value
+__all__, __getattr__ = lazy_names(__name__, __file__)
