@@ -11,15 +11,16 @@ without waiting for its ``start()``, and Kafka's coordinator hands a new
 group its first partitions later than noida-db does (5 of its 31 tests failed in
 the last run there; oslo's option proxy refuses our ``auto_offset_reset`` in the
 URL, so the suite cannot be told to read from the start). Needs PyPI (or a mirror) for
-the download and oslo's test dependencies (the ``test`` extra). Slow: its two
-parts run side by side, about two minutes.
+the download and oslo's test dependencies (the ``test`` extra). Slow: about
+four and a half minutes.
 """
 from __future__ import annotations
 
+import os
 import re
+import signal
 import subprocess
 import sys
-from importlib import metadata
 from pathlib import Path
 
 import pytest
@@ -34,8 +35,12 @@ pytest.importorskip("testscenarios")
 
 ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = ROOT / "scripts" / "oslo_functional_suite.py"
-#: The whole run, download included (about four minutes on a quiet machine).
-RUN_TIMEOUT = 1500
+#: The download and unpacking of the sdist (seconds, once per build/ directory).
+DOWNLOAD_TIMEOUT = 600
+#: The run (about four and a half minutes on a quiet machine). A run that outlives it is stuck
+#: (seen once in CI, its first logging-handler test still running after 25 minutes; each of
+#: those tests ends only after 15 s without a notification).
+RUN_TIMEOUT = 720
 #: oslo's own tests that must have run and passed: RPC (with the rabbit-only
 #: branches ntrabbit takes), notifications and batches, the logging handler.
 MUST_PASS = ("CallTestCase.test_specific_server", "CallTestCase.test_monitor_long_call",
@@ -43,39 +48,27 @@ MUST_PASS = ("CallTestCase.test_specific_server", "CallTestCase.test_monitor_lon
              "NotifyTestCase.test_simple", "NotifyTestCase.test_simple_batch",
              "LoggingNotificationHandlerTestCase.test_logging (error,messagingv2)")
 
-#: The suite in two runs side by side: its RPC calls, and the rest (casts, notifications,
-#: metrics, the logging handler), each about half of the time.
-_FUNCTIONAL = "oslo_messaging.tests.functional"
-PARTS = ((f"{_FUNCTIONAL}.test_functional.CallTestCase",),
-         (f"{_FUNCTIONAL}.test_functional.CastTestCase", f"{_FUNCTIONAL}.test_functional.NotifyTestCase",
-          f"{_FUNCTIONAL}.test_functional.MetricsTestCase", f"{_FUNCTIONAL}.notify.test_logger"))
-
 
 def test_oslo_messaging_functional_suite_passes_through_ntrabbit_and_ntkafka(rabbit, noida, tmp_path):
     workdir = ROOT / "build" / "oslo-sdist"  # kept (git-ignored): later runs reuse the download
     command = [sys.executable, str(SCRIPT), "--rpc-url", rabbit_url().replace("rabbit://", "ntrabbit://", 1),
                "--notify-url", f"ntkafka://{noida.bootstrap}/", "--workdir", str(workdir)]
-    subprocess.run(command + ["--prepare-only"], check=True, capture_output=True, timeout=RUN_TIMEOUT)
-    suite = (workdir / f"oslo_messaging-{metadata.version('oslo.messaging')}" / "oslo_messaging" / "tests"
-             / "functional" / "test_functional.py").read_text()
-    classes = set(re.findall(r"^class (\w+TestCase)\(", suite, re.MULTILINE))
-    assert {f"{_FUNCTIONAL}.test_functional.{c}" for c in classes} <= {n for part in PARTS for n in part}
-    # the suite's parts side by side: they mostly wait (timeouts, brokers); their output goes
-    # to files, which never fill up and stall a part as a pipe read later would
-    logs = [(tmp_path / f"part{i}.out", tmp_path / f"part{i}.err") for i in range(len(PARTS))]
-    runs = []
-    for part, (out_path, err_path) in zip(PARTS, logs):
-        with open(out_path, "w") as stdout, open(err_path, "w") as stderr:
-            runs.append(subprocess.Popen(command + list(part), stdout=stdout, stderr=stderr))
+    # the download apart, so that the run's own time is bounded tightly
+    subprocess.run(command + ["--prepare-only"], check=True, capture_output=True, timeout=DOWNLOAD_TIMEOUT)
+    out_path, err_path = tmp_path / "suite.out", tmp_path / "suite.err"
+    with open(out_path, "w") as stdout, open(err_path, "w") as stderr:
+        # a session of its own: on a timeout the whole tree (unittest under the script) is killed,
+        # not left running beside the next tests
+        run = subprocess.Popen(command, stdout=stdout, stderr=stderr, start_new_session=True)
     try:
-        codes = [run.wait(timeout=RUN_TIMEOUT) for run in runs]
-    finally:
-        for run in runs:
-            if run.poll() is None:
-                run.kill()
-    out = "\n".join(err.read_text() for _out, err in logs)  # unittest's stream (log lines too)
-    tail = f"exit {codes}\n{out[-8000:]}\nstdout:\n{''.join(o.read_text() for o, _e in logs)[-2000:]}"
-    assert codes == [0] * len(PARTS), tail
+        code = run.wait(timeout=RUN_TIMEOUT)
+    except subprocess.TimeoutExpired:
+        os.killpg(run.pid, signal.SIGKILL)
+        run.wait()
+        code = None
+    out = err_path.read_text()  # unittest's stream (the tests' log lines go there too)
+    tail = f"exit {code}\n{out[-8000:]}\nstdout:\n{out_path.read_text()[-2000:]}"
+    assert code == 0, tail
     # "name ... ok", or "name ... " + the test's log lines + "ok" at the start of a line
     verdicts = dict(re.findall(r"^(oslo_messaging\.tests\.functional\.\S+(?: \([^)]*\))?) \.\.\. "
                                r"(?:.*?\n)??(ok|skipped '[^']*'|FAIL|ERROR)$", out, re.MULTILINE | re.DOTALL))
@@ -86,5 +79,5 @@ def test_oslo_messaging_functional_suite_passes_through_ntrabbit_and_ntkafka(rab
     # only the test oslo skips for Kafka (the branch ntkafka takes)
     assert list(skipped) == ["oslo_messaging.tests.functional.test_functional.NotifyTestCase.test_multiple_servers"], \
         (skipped, tail)
-    ran = [int(n) for n in re.findall(r"^Ran (\d+) tests?", out, re.MULTILINE)]
-    assert len(ran) == len(PARTS) and sum(ran) >= 31, tail
+    ran = re.search(r"^Ran (\d+) tests", out, re.MULTILINE)
+    assert ran and int(ran.group(1)) >= 31, tail
