@@ -85,7 +85,7 @@ def listener_options() -> tuple[list[cfg.Opt], tuple[str, ...]]:
     keywords: dict[str, None] = {}
     for name in installed_drivers():
         try:
-            driver_cls: Any = sv_driver.DriverManager(DRIVER_NAMESPACE, name, invoke_on_load=False).driver
+            driver_cls = _driver_class(name)
         except Exception as exc:  # noqa: BLE001 - a broken third-party driver must not stop the others
             LOG.debug("driver %s not loaded for its listener options: %s", name, exc)
             continue
@@ -205,8 +205,7 @@ def _driver_factory(url: TransportURL) -> Any:
     if not url.transport:
         raise InvalidTransportURL(url.redacted(), "The transport URL names no driver")
     try:
-        mgr = sv_driver.DriverManager(DRIVER_NAMESPACE, url.transport, invoke_on_load=False,
-                                      on_load_failure_callback=_raise_load_failure)
+        return _driver_class(url.transport)
     except NoMatches:
         raise DriverLoadFailure(
             url.transport,
@@ -214,7 +213,13 @@ def _driver_factory(url: TransportURL) -> Any:
             f"installed drivers: {', '.join(installed_drivers()) or 'none'}") from None
     except RuntimeError as exc:  # stevedore's "multiple drivers" error
         raise DriverLoadFailure(url.transport, str(exc)) from None
-    return mgr.driver
+
+
+def _driver_class(name: str) -> Any:
+    """The class registered as driver ``name``, imported but not instantiated (stevedore's
+    NoMatches when none is; a failing import raised as :func:`_raise_failure` says)."""
+    return sv_driver.DriverManager(DRIVER_NAMESPACE, name, invoke_on_load=False,
+                                   on_load_failure_callback=_raise_load_failure).driver
 
 
 def _build_driver(factory: Any, conf: cfg.ConfigOpts, url: TransportURL,

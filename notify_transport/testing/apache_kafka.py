@@ -27,8 +27,8 @@ from pathlib import Path
 from typing import Any, Callable, Mapping
 
 from notify_transport.jvm import ArtifactSet, fetch
-from notify_transport.testing.brokers import (LOOPBACK, Broker, BrokerProcess, BrokerStartError, probe_metadata,
-                                              free_port)
+from notify_transport.testing.brokers import (LOOPBACK, Broker, BrokerProcess, BrokerStartError, free_port,
+                                              probe_admin, probe_metadata)
 
 LOG = logging.getLogger(__name__)
 
@@ -306,24 +306,32 @@ class ApacheKafka(Broker):
     def leader_of(self, topic: str, partition: int = 0, timeout: float = 10.0) -> KafkaNode:
         """The node that leads ``topic``'s ``partition`` now (waits for one to be elected)."""
         deadline = time.monotonic() + timeout
-        while True:
-            with contextlib.suppress(KeyError):
-                meta = probe_metadata(self.bootstrap, 2.0, topic).topics[topic].partitions[partition]
-                if meta.leader >= 1:
-                    return self.node(meta.leader)
-            if time.monotonic() >= deadline:
-                raise TimeoutError(f"no leader for {topic}[{partition}] within {timeout}s")
-            time.sleep(0.1)
+        admin = probe_admin(self.bootstrap)
+        try:
+            while True:
+                with contextlib.suppress(KeyError):
+                    meta = probe_metadata(self.bootstrap, topic=topic, admin=admin).topics[topic].partitions[partition]
+                    if meta.leader >= 1:
+                        return self.node(meta.leader)
+                if time.monotonic() >= deadline:
+                    raise TimeoutError(f"no leader for {topic}[{partition}] within {timeout}s")
+                time.sleep(0.1)
+        finally:
+            admin.close()
 
     def wait_in_sync(self, topic: str, partitions: int = 1, timeout: float = 60.0) -> None:
         """Wait until every replica of ``topic``'s partitions is in sync (after a node came back)."""
         deadline = time.monotonic() + timeout
-        while True:
-            with contextlib.suppress(KeyError):
-                parts = probe_metadata(self.bootstrap, 2.0, topic).topics[topic].partitions
-                if len(parts) >= partitions and all(
-                        set(p.isrs) == set(p.replicas) for p in parts.values()):
-                    return
-            if time.monotonic() >= deadline:
-                raise TimeoutError(f"{topic}'s replicas not all in sync within {timeout}s")
-            time.sleep(0.2)
+        admin = probe_admin(self.bootstrap)
+        try:
+            while True:
+                with contextlib.suppress(KeyError):
+                    parts = probe_metadata(self.bootstrap, topic=topic, admin=admin).topics[topic].partitions
+                    if len(parts) >= partitions and all(
+                            set(p.isrs) == set(p.replicas) for p in parts.values()):
+                        return
+                if time.monotonic() >= deadline:
+                    raise TimeoutError(f"{topic}'s replicas not all in sync within {timeout}s")
+                time.sleep(0.2)
+        finally:
+            admin.close()

@@ -66,25 +66,34 @@ def broker_answers(bootstrap: str, timeout: float = 2.0) -> bool:
     return bool(probe_metadata(bootstrap, timeout).brokers)
 
 
-def probe_metadata(bootstrap: str, timeout: float = 2.0, topic: str | None = None) -> Any:
+def probe_admin(bootstrap: str, timeout: float = 2.0) -> Any:
+    """A cluster client for launchers asking about brokers that start and stop: it reconnects
+    quickly, waits ``timeout`` per question, and logs under this module's ``probe`` logger."""
+    from notify_transport.drivers.kafka import ClusterAdmin
+
+    return ClusterAdmin({"bootstrap.servers": bootstrap, "reconnect.backoff.max.ms": 200,
+                         "socket.connection.setup.timeout.ms": 1000},
+                        timeout=timeout, logger=logging.getLogger(f"{__name__}.probe"))
+
+
+def probe_metadata(bootstrap: str, timeout: float = 2.0, topic: str | None = None,
+                   admin: Any = None) -> Any:
     """The cluster metadata a broker at ``bootstrap`` gives within ``timeout`` (of ``topic``
     alone if given); an empty one (no brokers, no topics) when nobody answers.
 
-    A short-lived client that reconnects quickly, its log lines under this module's
-    ``probe`` logger: launchers ask this while brokers start and stop.
+    ``admin`` (from :func:`probe_admin`) is a client to ask again and again, in a wait
+    loop; without it a client is made for this one question.
     """
-    from notify_transport.drivers.kafka import ClusterAdmin
     from notify_transport.exceptions import MessagingException
 
-    admin = ClusterAdmin({"bootstrap.servers": bootstrap, "reconnect.backoff.max.ms": 200,
-                          "socket.connection.setup.timeout.ms": 1000},
-                         timeout=timeout, logger=logging.getLogger(f"{__name__}.probe"))
+    client = admin if admin is not None else probe_admin(bootstrap, timeout)
     try:
-        return admin.metadata(topic)
+        return client.metadata(topic)
     except MessagingException:
         return _NO_METADATA
     finally:
-        admin.close()
+        if admin is None:
+            client.close()
 
 
 #: What :func:`probe_metadata` returns when no broker answers.
