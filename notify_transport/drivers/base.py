@@ -99,8 +99,10 @@ class Listener(abc.ABC):
     driver returns what it has as soon as it has anything.
     """
 
-    def __init__(self) -> None:
-        self._stopped = threading.Event()
+    def __init__(self, stopped: threading.Event | None = None) -> None:
+        #: set by stop(); a driver whose own threads wait on it passes a native event
+        #: (drivers/threads.py), the others get the standard module's, green under eventlet
+        self._stopped = stopped if stopped is not None else threading.Event()
 
     @abc.abstractmethod
     def poll(self, timeout: float | None = None, max_messages: int = 1) -> list[IncomingMessage]:

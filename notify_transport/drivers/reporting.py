@@ -8,9 +8,10 @@ keep the exact numbers.
 from __future__ import annotations
 
 import logging
-import threading
 import time
 from typing import Any, Hashable
+
+from notify_transport.drivers import threads
 
 
 class RateLimitedLog:
@@ -21,7 +22,7 @@ class RateLimitedLog:
         self.interval = interval
         # key -> [time of the last line, repeats left out since, level, fmt, args]
         self._seen: dict[Hashable, list[Any]] = {}
-        self._lock = threading.Lock()
+        self._lock = threads.Lock()
 
     def log(self, level: int, key: Hashable, fmt: str, *args: Any) -> None:
         now = time.monotonic()

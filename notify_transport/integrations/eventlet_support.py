@@ -10,24 +10,22 @@ listener polling, the producer's delivery-report thread) stops the service.
 The design, in three parts, all confined to the oslo.messaging integration
 (notify-transport's core never imports eventlet):
 
-1. **notify-transport's Kafka and RabbitMQ drivers run on native threads.**
-   Their modules (:mod:`notify_transport.drivers.kafka`,
-   :mod:`notify_transport.drivers.rabbit`, the listener base class in
-   :mod:`notify_transport.drivers.base` and the backoff policy) get the
-   *unpatched* ``threading``, ``queue`` and ``time``
-   (``eventlet.patcher.original``) when the first ``ntkafka`` or ``ntrabbit``
-   driver is created in a monkey-patched process. Their
-   background threads (delivery reports, committer, workers, readers) are then
-   operating-system threads, and its locks, events and queues are the
-   operating system's, consistent among themselves whichever thread uses them.
-   (The standard modules stay green for the rest of the process; so do the
-   futures of ``concurrent.futures`` that confluent-kafka's AdminClient
-   returns, which is why the driver waits for them through a done-callback
-   and an event of its own, not on their condition.) pika keeps the patched
-   modules: its sockets are non-blocking, so they never wait on a hub, and
-   with the green ``select`` (which has no ``epoll``) each RabbitMQ
-   connection's native I/O thread runs pika's own ``IOLoop``, whose ``select``
-   gives that thread's own eventlet hub a turn (pika resolves host names in
+1. **notify-transport's Kafka driver runs on native threads.** Its modules
+   (and the shared modules its threads use) never make a thread, lock,
+   event, queue or sleep themselves: they ask
+   :mod:`notify_transport.drivers.threads` each time, which hands out the
+   operating system's (``eventlet.patcher.original``) in a patched process.
+   Its background threads (delivery reports, committer, workers, readers)
+   are operating-system threads, and its locks, events and queues are
+   consistent among themselves whichever thread uses them. Nothing is
+   switched behind a module's back. (The standard modules stay green for the
+   rest of the process; so do the futures of ``concurrent.futures`` that
+   confluent-kafka's AdminClient returns, which is why the driver waits for
+   them through a done-callback and a native event, not on their condition.)
+   The RabbitMQ driver and the listener base class keep the standard modules.
+   pika's sockets are non-blocking, so they never wait on a hub, and with the
+   green ``select`` (which has no ``epoll``) each RabbitMQ connection's I/O
+   loop gives its thread's eventlet hub a turn (pika resolves host names in
    a green timer there).
 2. **Calls from the hub cross over through** ``eventlet.tpool``, as
    oslo.messaging's own Kafka driver does with its ``tpool_execute``: every call
@@ -56,8 +54,8 @@ The design, in three parts, all confined to the oslo.messaging integration
 notify-transport's own public API (``get_notification_transport`` with
 ``kafka://``) uses parts 1 to 3 for senders, through :func:`api_offload`,
 which :mod:`notify_transport.transport` asks when it loads a driver: in a
-monkey-patched process the Kafka driver gets native threads and the log
-bridge before it is built, and the transport's calls that may wait (send,
+monkey-patched process the log bridge runs before the Kafka driver is
+built, and the transport's calls that may wait (send,
 flush, cleanup) go through :class:`Offload`. A listener of the Kafka driver
 made through that API is refused there (its dispatch threads would run the
 application's callbacks on native threads): such services listen through
@@ -89,19 +87,14 @@ from __future__ import annotations
 import logging
 import sys
 import threading
-from types import ModuleType
 from typing import Any, Callable, TypeVar
 
+from notify_transport.drivers import threads
 from notify_transport.drivers.kafka import RDKAFKA_LOG
 
-#: The packages and modules whose concurrency primitives must be native under eventlet.
-#: Only the Kafka driver: the RabbitMQ driver stays green in a patched process (see above), so a
-#: service with ``ntkafka`` and ``ntrabbit`` (or ``rabbit://``) keeps it green whichever loads first.
+#: The package whose threads are native under eventlet (drivers/threads.py); calls into it from
+#: the hub go through tpool. The RabbitMQ driver stays green in a patched process (see above).
 KAFKA_PACKAGE = "notify_transport.drivers.kafka"
-NATIVE_PACKAGES = (KAFKA_PACKAGE,)
-NATIVE_MODULES = ("notify_transport.drivers.base",)
-#: Standard modules that eventlet patches and the driver uses.
-PATCHED_STDLIB = ("threading", "queue", "time")
 #: notify-transport's loggers (one per module, named after it) and pika's are bridged.
 LOGGER_PREFIXES = ("notify_transport", "pika")
 #: How often the hub emits the records that native threads logged.
@@ -111,7 +104,7 @@ _LEVELS = (logging.DEBUG, logging.INFO, logging.WARNING, logging.ERROR, logging.
 T = TypeVar("T")
 LOG = logging.getLogger(__name__)
 
-_switch_lock = threading.Lock()
+_bridge_lock = threading.Lock()
 #: The process's one log bridge: loggers are process-wide, so is the bridge.
 _log_bridge: "NativeLogBridge | None" = None
 
@@ -119,54 +112,19 @@ _log_bridge: "NativeLogBridge | None" = None
 def monkey_patched() -> bool:
     """Whether eventlet patched ``threading`` in this process (so its threads are green).
 
-    A process that never imported eventlet is not patched: eventlet is not imported here then
-    (oslo_utils.eventletutils, which oslo.messaging uses for this, is deprecated).
+    A process that never imported eventlet is not patched, and eventlet is not imported to say
+    so (oslo_utils.eventletutils, which oslo.messaging asks, is deprecated).
     """
-    if "eventlet" not in sys.modules:
-        return False
-    from eventlet import patcher
-
-    return bool(patcher.is_monkey_patched("thread"))
+    return threads.patched()
 
 
 def _in_packages(name: str, packages: tuple[str, ...]) -> bool:
     return any(name == p or name.startswith(p + ".") for p in packages)
 
 
-def native_driver_modules() -> list[ModuleType]:
-    """The loaded modules of notify-transport's Kafka and RabbitMQ drivers (and what they share)."""
-    return [module for name, module in list(sys.modules.items())
-            if module is not None and (name in NATIVE_MODULES or _in_packages(name, NATIVE_PACKAGES))]
-
-
 def runs_native_threads(driver_cls: type) -> bool:
-    """Whether ``driver_cls`` is defined in the package that :func:`use_native_threads` switches."""
-    return _in_packages(driver_cls.__module__, NATIVE_PACKAGES)
-
-
-def use_native_threads() -> int:
-    """Give the drivers' modules the unpatched ``threading``, ``queue`` and ``time``.
-
-    Idempotent; returns how many module attributes were switched. Only a
-    module-level name bound to the patched standard module itself is
-    switched (``import threading``), which is how the driver imports them.
-    """
-    from eventlet import patcher
-
-    replacements = {id(sys.modules[name]): patcher.original(name)
-                    for name in PATCHED_STDLIB if name in sys.modules}
-    switched = 0
-    with _switch_lock:
-        for module in native_driver_modules():
-            for attr, value in list(vars(module).items()):
-                native = replacements.get(id(value))
-                if native is not None and value is not native:
-                    setattr(module, attr, native)
-                    switched += 1
-    if switched:
-        LOG.debug("eventlet: notify-transport's drivers use native threads (%d names switched)",
-                  switched)
-    return switched
+    """Whether ``driver_cls`` belongs to the Kafka driver, whose threads are native under eventlet."""
+    return _in_packages(driver_cls.__module__, (KAFKA_PACKAGE,))
 
 
 class Offload:
@@ -289,14 +247,12 @@ def api_offload(driver_cls: type) -> Offload | None:
 
     None when nothing is needed (no monkey-patching, or a driver outside the
     Kafka package, whose threads and sockets eventlet greens as a whole);
-    otherwise the Kafka driver's modules are switched to native threads, the
-    log bridge runs, and the returned :class:`Offload` is what the transport
-    sends its calls that may wait through.
+    otherwise the log bridge runs, and the returned :class:`Offload` is what
+    the transport sends its calls that may wait through.
     """
     if not runs_native_threads(driver_cls) or not monkey_patched():
         return None
     offload = Offload(patched=True)
-    use_native_threads()
     log_bridge(offload)
     return offload
 
@@ -311,7 +267,7 @@ def log_bridge(offload: Offload) -> NativeLogBridge | None:
     global _log_bridge
     if not offload.patched or not offload.on_hub():
         return _log_bridge
-    with _switch_lock:
+    with _bridge_lock:
         if _log_bridge is None:
             _log_bridge = NativeLogBridge(offload)
         _log_bridge.attach()

@@ -45,7 +45,7 @@ from notify_transport.drivers.base import BaseDriver, IncomingMessage, Listener,
 from notify_transport.drivers.kafka import KafkaDriver
 from notify_transport.drivers.reporting import RateLimitedLog
 from notify_transport.drivers.ntkafka import split_listener_options
-from notify_transport.integrations.eventlet_support import Offload, log_bridge, use_native_threads
+from notify_transport.integrations.eventlet_support import Offload, log_bridge
 from notify_transport.target import Target
 from notify_transport.url import TransportHost, TransportURL
 
@@ -256,7 +256,6 @@ class OffloadingDriver(oslo_base.BaseDriver):
         self.offload = Offload() if self.native_under_eventlet else _DIRECT
         self._log_bridge = None
         if self.offload.patched:
-            use_native_threads()
             self._log_bridge = log_bridge(self.offload)
         self._listeners: list[NotificationPollListener] = []
         self._lock = threading.Lock()

@@ -15,7 +15,8 @@ def topic(kafka_bootstrap, unique_topic):
     admin = AdminClient({"bootstrap.servers": kafka_bootstrap.bootstrap})
     for future in admin.create_topics([NewTopic(name, num_partitions=3, replication_factor=1)]).values():
         future.result(30)
-    producer = Producer({"bootstrap.servers": kafka_bootstrap.bootstrap, "enable.idempotence": True})  # retried in order
+    # idempotent: what is retried stays in order
+    producer = Producer({"bootstrap.servers": kafka_bootstrap.bootstrap, "enable.idempotence": True})
     for partition, count in ((0, 5), (1, 3)):
         for offset in range(count):
             producer.produce(name, f"p{partition}-{offset}".encode(), partition=partition)

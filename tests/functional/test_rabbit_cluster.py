@@ -31,8 +31,8 @@ if ROOT not in sys.path:
 
 from bench.rabbit_cluster_faults import CALL_TIMEOUT, Echo, run_fault  # noqa: E402
 from rabbit_cluster_fixtures import CLUSTER_QUERY, node_back, nodes_holding_connections  # noqa: E402
-from test_oslo_eventlet import MAX_GAP, check
-from waits import wait_until
+from test_oslo_eventlet import MAX_GAP, check  # noqa: E402
+from waits import wait_until  # noqa: E402
 
 pytestmark = pytest.mark.functional
 
@@ -222,4 +222,5 @@ def test_an_eventlet_oslo_service_on_ntrabbit_survives_the_node_of_its_connectio
     with capsys.disabled():
         print(f"\n[cluster kill, oslo {executor}] {report['confirmed']} confirmed casts, 0 lost; "
               f"{report['calls']} calls, longest {report['longest_call']:.2f} s; first answer "
-              f"{report['first_answer_after_kill']:.2f} s after the kill; hub gap {report['failover']['max_gap']:.2f} s")
+              f"{report['first_answer_after_kill']:.2f} s after the kill; "
+              f"hub gap {report['failover']['max_gap']:.2f} s")

@@ -115,23 +115,20 @@ def test_bad_start_positions(value):
 
 
 class FakeListOffsets:
-    """offsets_for_times over partitions holding records [start, end) with one record per second."""
+    """``ClusterAdmin.offsets_at`` over partitions holding records [start, end), one per second."""
 
     def __init__(self, start=10, end=20, first_time_ms=1_000_000):
         self.start, self.end, self.first = start, end, first_time_ms
 
-    def offsets_for_times(self, partitions, timeout=None):
-        out = []
-        for tp in partitions:
-            if tp.offset == -2:
-                offset = self.start
-            elif tp.offset == -1:
-                offset = self.end
-            else:
-                index = max(0, -(-(tp.offset - self.first) // 1000))
-                offset = self.start + index if self.start + index < self.end else -1
-            out.append(TopicPartition(tp.topic, tp.partition, offset))
-        return out
+    def __call__(self, partitions, spec):
+        if spec == -2:
+            offset = self.start
+        elif spec == -1:
+            offset = self.end
+        else:
+            index = max(0, -(-(spec - self.first) // 1000))
+            offset = self.start + index if self.start + index < self.end else -1
+        return {tp: offset for tp in partitions}
 
 
 @pytest.mark.parametrize("position,expected", [

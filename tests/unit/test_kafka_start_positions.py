@@ -12,6 +12,7 @@ import pytest
 from confluent_kafka import KafkaError, KafkaException, TopicPartition
 
 from notify_transport.drivers.kafka import consumer as consumer_module
+from notify_transport.drivers.kafka.cluster import ClusterError
 from notify_transport.drivers.kafka.consumer import KafkaListener
 from notify_transport.drivers.kafka.delivery.commit import CommitBeforeDispatch
 from notify_transport.backoff import Backoff
@@ -19,7 +20,7 @@ from notify_transport.exceptions import MessagingException
 
 
 class FlakyBroker:
-    """A consumer whose committed(), ListOffsets and commit fail a set number of times first."""
+    """A consumer (committed, commit) and admin client (ListOffsets) that fail a set number of times first."""
 
     def __init__(self, committed_errors: int = 0, list_errors: int = 0, commit_errors: int = 0,
                  end: int = 42) -> None:
@@ -37,10 +38,11 @@ class FlakyBroker:
         self._maybe_fail("committed")
         return [TopicPartition(tp.topic, tp.partition, -1001) for tp in partitions]
 
-    def offsets_for_times(self, partitions, timeout=None):
-        self._maybe_fail("list")
-        return [TopicPartition(tp.topic, tp.partition, self.end if tp.offset == -1 else 0)
-                for tp in partitions]
+    def offsets_at(self, partitions, spec):  # the admin client's ListOffsets (ClusterAdmin)
+        if self.left["list"] > 0:
+            self.left["list"] -= 1
+            raise ClusterError(f"offsets of {partitions[0][0]}[{partitions[0][1]}]: Broker: Leader not available")
+        return {tp: self.end if spec == -1 else 0 for tp in partitions}
 
     def commit(self, offsets=None, asynchronous=True):
         self._maybe_fail("commit")
@@ -52,14 +54,14 @@ def no_waiting(monkeypatch):
     monkeypatch.setattr(consumer_module, "START_RETRY", Backoff(initial=0.0, maximum=0.0))
 
 
-def listener(operation_timeout: float = 5.0) -> KafkaListener:
+def listener(broker: "FlakyBroker", operation_timeout: float = 5.0) -> KafkaListener:
     return KafkaListener({"group.id": "pool"}, ["t.info"], CommitBeforeDispatch(),
-                         operation_timeout=operation_timeout)
+                         operation_timeout=operation_timeout, admin=broker)
 
 
 def test_passing_errors_are_tried_again_and_the_end_is_committed():
     broker = FlakyBroker(committed_errors=2, list_errors=3)
-    found = listener()._start_positions(broker, [TopicPartition("t.info", 0), TopicPartition("t.info", 1)])
+    found = listener(broker)._start_positions(broker, [TopicPartition("t.info", 0), TopicPartition("t.info", 1)])
     assert [(tp.topic, tp.partition, tp.offset) for tp in found] == [("t.info", 0, 42), ("t.info", 1, 42)]
     assert broker.commits == [[("t.info", 0, 42), ("t.info", 1, 42)]]
 
@@ -67,7 +69,7 @@ def test_passing_errors_are_tried_again_and_the_end_is_committed():
 def test_a_failed_commit_still_starts_the_partition_at_the_resolved_end(caplog):
     broker = FlakyBroker(commit_errors=1)
     with caplog.at_level(logging.WARNING):
-        found = listener()._start_positions(broker, [TopicPartition("t.info", 0)])
+        found = listener(broker)._start_positions(broker, [TopicPartition("t.info", 0)])
     assert [tp.offset for tp in found] == [42]  # not -1001: never left to a later, lazy reset
     assert broker.commits == []
     assert "could not commit the start positions of t.info[0]" in caplog.text
@@ -76,4 +78,4 @@ def test_a_failed_commit_still_starts_the_partition_at_the_resolved_end(caplog):
 def test_an_error_that_outlasts_the_operation_timeout_is_raised():
     broker = FlakyBroker(list_errors=10**9)
     with pytest.raises(MessagingException, match=r"cannot list offsets of t.info\[0\]"):
-        listener(operation_timeout=0.05)._start_positions(broker, [TopicPartition("t.info", 0)])
+        listener(broker, operation_timeout=0.05)._start_positions(broker, [TopicPartition("t.info", 0)])

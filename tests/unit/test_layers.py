@@ -20,7 +20,7 @@ def test_only_the_command_line_installs_signal_handlers():
     takes SIGTERM away from the service that imported it (only ``cli/`` and ``testing/``,
     which run their own processes, may)."""
     offenders = [f"{path.relative_to(PACKAGE)}:{line}" for path in sorted(PACKAGE.rglob("*.py"))
-                 if not path.relative_to(PACKAGE).parts[0] in ("cli", "testing")
+                 if path.relative_to(PACKAGE).parts[0] not in ("cli", "testing")
                  for line in _calls(path, "signal", "signal")]
     assert offenders == []
 
@@ -29,6 +29,28 @@ def test_the_check_sees_a_handler(tmp_path):
     module = tmp_path / "m.py"
     module.write_text("import signal\nsignal.signal(signal.SIGTERM, print)\n")
     assert _calls(module, "signal", "signal") == [2]
+
+
+#: A consumer's own ways of listing offsets: the package lists them only through the admin
+#: client, in drivers/kafka/cluster.py (ClusterAdmin.list_offsets and offsets_at).
+CONSUMER_OFFSET_LISTINGS = ("offsets_for_times", "get_watermark_offsets")
+
+
+def _method_calls(path: pathlib.Path, names: tuple[str, ...]) -> list[int]:
+    return [node.lineno for node in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in names]
+
+
+def test_offsets_are_listed_in_one_place():
+    offenders = [f"{path.relative_to(PACKAGE)}:{line}" for path in sorted(PACKAGE.rglob("*.py"))
+                 for line in _method_calls(path, CONSUMER_OFFSET_LISTINGS)]
+    assert offenders == []
+
+
+def test_the_check_sees_a_consumer_listing_offsets(tmp_path):
+    module = tmp_path / "m.py"
+    module.write_text("low, high = consumer.get_watermark_offsets(tp, cached=False)\n")
+    assert _method_calls(module, CONSUMER_OFFSET_LISTINGS) == [1]
 
 
 #: Modules every layer may import: they import nothing of the package but each other

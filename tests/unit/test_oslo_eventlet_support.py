@@ -1,4 +1,4 @@
-"""eventlet support of the ``ntkafka`` driver without a broker: native threads for the Kafka driver,
+"""eventlet support of the ``ntkafka`` driver without a broker: native primitives for the Kafka driver,
 blocking calls through tpool from the hub, direct calls elsewhere, admin futures under eventlet.
 
 The monkey-patched checks run in a child process (monkey-patching cannot be undone in this one).
@@ -41,11 +41,22 @@ CHILD = textwrap.dedent("""
     native = patcher.original("threading")
     native_ident = patcher.original("_thread").get_ident
     out = {"patched": eventlet_support.monkey_patched()}
-    out["green_before"] = producer.threading is threading and reader.queue is sys.modules["queue"]
-    out["switched"] = eventlet_support.use_native_threads()
-    out["switched_again"] = eventlet_support.use_native_threads()
-    out["native_after"] = all(m.threading is native for m in (base, commit, driver, producer, reader, workers)) \\
-        and reader.queue is patcher.original("queue") and commit.time is patcher.original("time")
+    # the Kafka driver's primitives come from drivers/threads.py, native from the start: no switch
+    from notify_transport.drivers import threads
+    from notify_transport.drivers.kafka import consumer
+    job = commit._CommitJob([], lambda offsets, error: None)
+    made = [threads.Lock(), threads.RLock(), threads.Event(), threads.Condition(), threads.Semaphore(2),
+            threads.Thread(target=lambda: None), threads.Queue(1), threads.SimpleQueue(), job.done]
+    out["native_primitives"] = [type(x).__module__ for x in made]
+    out["native_types"] = all(isinstance(x, t) for x, t in zip(made, (
+        type(native.Lock()), type(native.RLock()), native.Event, native.Condition, native.Semaphore,
+        native.Thread, patcher.original("queue").Queue, patcher.original("queue").SimpleQueue, native.Event)))
+    out["queue_errors"] = threads.queue_full() is patcher.original("queue").Full \
+        and threads.queue_full() is not sys.modules["queue"].Full
+    out["green_lock_differs"] = type(threading.Lock()) is not type(native.Lock())
+    listener = consumer.KafkaListener.__new__(consumer.KafkaListener)
+    base.Listener.__init__(listener)
+    out["base_listener_stays_green"] = not isinstance(listener._stopped, native.Event)
     out["rabbit_stays_green"] = rabbit_connection.threading is threading \
         and rabbit_consumer.threading is threading and backoff.time is time
     out["stdlib_untouched"] = threading.Thread is not native.Thread and time.sleep is not patcher.original("time").sleep
@@ -60,6 +71,9 @@ CHILD = textwrap.dedent("""
 
     offload = eventlet_support.Offload()
     out["offload_patched"] = offload.patched
+    before = len(ticks)
+    threads.sleep(0.3)  # native: holds the hub's thread, as a librdkafka wait would
+    out["ticks_while_native_sleep"] = len(ticks) - before
     def blocking():
         patcher.original("time").sleep(0.5)  # as a librdkafka call: holds its native thread
         return native_ident()
@@ -114,17 +128,22 @@ def test_the_child_is_patched(patched_child) -> None:
     assert patched_child["patched"] is True and patched_child["offload_patched"] is True
 
 
-def test_the_kafka_driver_gets_native_threading_queue_and_time(patched_child) -> None:
-    assert patched_child["green_before"] is True
-    assert patched_child["switched"] > 0 and patched_child["switched_again"] == 0
-    assert patched_child["native_after"] is True
+def test_the_kafka_driver_gets_native_primitives_from_its_one_seam(patched_child) -> None:
+    assert patched_child["green_lock_differs"] is True  # the child really has two kinds
+    assert patched_child["native_types"] is True, patched_child["native_primitives"]
+    assert patched_child["queue_errors"] is True
     assert patched_child["stdlib_untouched"] is True  # the rest of the process stays green
 
 
-def test_the_rabbit_driver_stays_green_when_the_kafka_driver_switches(patched_child) -> None:
-    # pika's timer and loop lock are green in a patched process: a RabbitMQ driver loaded before
-    # ntkafka's switch (a service with ntrabbit and ntkafka) must keep green primitives
+def test_a_native_sleep_is_not_a_green_one(patched_child) -> None:
+    assert patched_child["ticks_while_native_sleep"] <= 1
+
+
+def test_the_rabbit_driver_and_the_listener_base_stay_green(patched_child) -> None:
+    # pika's timer and loop lock are green in a patched process: the RabbitMQ driver keeps the
+    # standard modules, and so does the listener base class unless a driver passes its own event
     assert patched_child["rabbit_stays_green"] is True
+    assert patched_child["base_listener_stays_green"] is True
 
 
 def test_a_blocking_call_from_the_hub_runs_in_tpool_and_the_hub_keeps_running(patched_child) -> None:

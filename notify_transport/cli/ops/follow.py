@@ -91,7 +91,7 @@ class Follower:
         self.state = ConnectionState(cluster.bootstrap)
         self.reader = Reader(reader_config(cluster.driver.url, cluster.driver.opts), name="tail",
                              timeout=cluster.timeout, error_cb=self.state.on_error, on_error=self.state.on_error,
-                             logger=RDKAFKA_LOG)
+                             logger=RDKAFKA_LOG, admin=cluster)
 
     def open(self) -> tuple[list[Partition], list[str]]:
         """Assign the partitions that exist now at their start offsets; the names of the missing topics."""

@@ -15,14 +15,21 @@ from notify_transport.drivers.face import lazy_names
 if TYPE_CHECKING:  # the face: what the layers above may use (read by lazy_names too)
     from notify_transport.drivers.kafka.driver import KafkaDriver  # noqa: F401
     from notify_transport.drivers.kafka.options import GROUP, all_opts, delivery_opts  # noqa: F401
-    from notify_transport.drivers.kafka.client_properties import CA_FILE, CERT_FILE, CONSUMER, KEY_FILE, KEY_PASSWORD, RDKAFKA_LOG, SSL_OPTIONS, admin_config, admin_properties, client_config, reader_config  # noqa: F401
-    from notify_transport.drivers.kafka.cluster import NO_OFFSET, UNREACHABLE, ClusterAdmin, ClusterError, GroupInfo, Member  # noqa: F401
+    from notify_transport.drivers.kafka.client_properties import (  # noqa: F401
+        CA_FILE, CERT_FILE, CONSUMER, KEY_FILE, KEY_PASSWORD, RDKAFKA_LOG, SSL_OPTIONS, admin_config,
+        admin_properties, client_config, reader_config)
+    from notify_transport.drivers.kafka.cluster import (  # noqa: F401
+        NO_OFFSET, UNREACHABLE, ClusterAdmin, ClusterError, GroupInfo, Member)
     from notify_transport.drivers.kafka.partitions import OffsetRange, Partition  # noqa: F401
-    from notify_transport.drivers.kafka.positions import EARLIEST, KINDS, LAST, LATEST, OFFSET, TIMESTAMP, MessageId, StartPosition, parse_start_position, start_offset  # noqa: F401
-    from notify_transport.drivers.kafka.reader import MergedIterator, PartitionConsumer, PartitionIterator, RangeReader, Reader, Record, merge  # noqa: F401
+    from notify_transport.drivers.kafka.positions import (  # noqa: F401
+        EARLIEST, KINDS, LAST, LATEST, OFFSET, TIMESTAMP, MessageId, StartPosition, parse_start_position,
+        start_offset)
+    from notify_transport.drivers.kafka.reader import (  # noqa: F401
+        MergedIterator, PartitionConsumer, PartitionIterator, RangeReader, Reader, Record, merge)
     from notify_transport.drivers.kafka.message import ConsumedRecord  # noqa: F401
     from notify_transport.drivers.kafka.delivery.hooks import DeadLetter, ListenerHooks  # noqa: F401
-    from notify_transport.drivers.kafka.delivery.settings import EXTRA_KEYWORDS, OPTION_NAMES, listener_settings, side_templates, topic_name  # noqa: F401
+    from notify_transport.drivers.kafka.delivery.settings import (  # noqa: F401
+        EXTRA_KEYWORDS, OPTION_NAMES, listener_settings, side_templates, topic_name)
 
 
 __all__, __getattr__ = lazy_names(__name__, __file__)

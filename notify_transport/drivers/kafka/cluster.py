@@ -10,14 +10,14 @@ from __future__ import annotations
 import dataclasses
 import logging
 import re
-import threading
 import time
 from typing import Any, Iterable, Mapping, Sequence
 
-from confluent_kafka import (ConsumerGroupTopicPartitions, IsolationLevel, KafkaError, KafkaException,
-                             TopicPartition)
+from confluent_kafka import (OFFSET_BEGINNING, OFFSET_END, ConsumerGroupTopicPartitions, IsolationLevel,
+                             KafkaError, KafkaException, TopicPartition)
 from confluent_kafka.admin import AdminClient, NewTopic, OffsetSpec
 
+from notify_transport.drivers import threads
 from notify_transport.drivers.kafka.client_properties import RDKAFKA_LOG
 from notify_transport.drivers.kafka.partitions import Partition, partitions_in
 from notify_transport.exceptions import MessagingException
@@ -42,10 +42,10 @@ _RESULT_MARGIN = 5.0
 def _result(future: Any, timeout: float) -> Any:
     """The result of an AdminClient future, waiting at most ``timeout`` seconds.
 
-    On an Event of this module's ``threading``: under eventlet the future's own
-    condition is green, and librdkafka's thread that resolves it cannot wake it.
+    On a native event (:mod:`notify_transport.drivers.threads`): under eventlet the
+    future's own condition is green, and librdkafka's thread that resolves it cannot wake it.
     """
-    done = threading.Event()
+    done = threads.Event()
     future.add_done_callback(lambda _future: done.set())
     if not done.wait(timeout):
         raise MessagingException(f"The Kafka cluster did not answer an admin request within {timeout:.1f}s")
@@ -109,7 +109,7 @@ class ClusterAdmin:
         self.timeout = timeout
         self._logger = logger
         self._client: AdminClient | None = None
-        self._lock = threading.Lock()
+        self._lock = threads.Lock()
         #: the last error librdkafka reported (TLS handshake, authentication, ...)
         self.last_error: KafkaError | None = None
 
@@ -208,7 +208,7 @@ class ClusterAdmin:
                 LOG.warning("Kafka topic(s) %s created but not yet in the cluster metadata "
                             "after %.1fs", ", ".join(sorted(missing)), self.timeout)
                 return
-            time.sleep(0.05)
+            threads.sleep(0.05)
 
     def metadata(self, topic: str | None = None) -> Any:
         """The cluster's metadata (brokers, topics, partitions with leaders and replicas),
@@ -247,6 +247,23 @@ class ClusterAdmin:
                                              request_timeout=self.timeout)
         return {(tp.topic, tp.partition): self._answer(future, f"offsets of {tp.topic}[{tp.partition}]").offset
                 for tp, future in futures.items()}
+
+    def offsets_at(self, partitions: Sequence[Partition], spec: int) -> dict[Partition, int]:
+        """ListOffsets in confluent-kafka's integers: ``OFFSET_BEGINNING``, ``OFFSET_END`` or a time
+        in ms (-1 where no record is that recent), for start positions (:mod:`.positions`).
+
+        Latest is the last stable offset, what a read_committed consumer (librdkafka's default)
+        reaches; without transactions it is the high watermark.
+        """
+        if spec == OFFSET_BEGINNING:
+            which = OffsetSpec.earliest()
+        elif spec == OFFSET_END:
+            which = OffsetSpec.latest()
+        elif spec >= 0:
+            which = OffsetSpec.for_timestamp(spec)
+        else:
+            raise ValueError(f"not an offset spec: {spec}")
+        return self.list_offsets({tp: which for tp in partitions}, isolation_level=IsolationLevel.READ_COMMITTED)
 
     def watermarks(self, partitions: Sequence[Partition]) -> dict[Partition, tuple[int, int]]:
         """``(low, high)`` per partition: the first offset kept and the next offset to write."""

@@ -12,18 +12,18 @@ from __future__ import annotations
 
 import functools
 import logging
-import threading
 import time
-from typing import Any, Callable, cast
+from typing import Any, Callable, Mapping, Sequence, cast
 
 import confluent_kafka
 from confluent_kafka import KafkaError, KafkaException, Message, TopicPartition
 
 from notify_transport.backoff import Backoff
+from notify_transport.drivers import threads
 from notify_transport.drivers.base import IncomingMessage, Listener
 from notify_transport.drivers.envelope import decode_notification
-from notify_transport.drivers.kafka.partitions import format_offsets
-from notify_transport.drivers.kafka.cluster import ClusterAdmin
+from notify_transport.drivers.kafka.partitions import Partition, format_offsets, format_partitions
+from notify_transport.drivers.kafka.cluster import ClusterAdmin, ClusterError
 from notify_transport.drivers.kafka.delivery.commit import CommitPolicy
 from notify_transport.drivers.kafka.client_properties import RDKAFKA_LOG
 from notify_transport.drivers.kafka.delivery.counters import DeliveryCounters
@@ -79,7 +79,7 @@ class KafkaListener(Listener):
                  side: SideProducer | None = None,
                  counters: DeliveryCounters | None = None,
                  hand_out_chunk: int | None = None) -> None:
-        super().__init__()
+        super().__init__(threads.Event())
         self.topics = list(topics)
         #: retry topics, subscribed too; their records wait retry_delay before dispatch
         self.retry_topics = [t for t in (retry_topics or []) if t not in self.topics]
@@ -106,10 +106,10 @@ class KafkaListener(Listener):
         self._op_timeout = operation_timeout
         self._consumer: confluent_kafka.Consumer | None = None
         self._backlog: list[Message] = []
-        self._joined = threading.Event()
+        self._joined = threads.Event()
         #: replaced, never changed in place: other threads (metrics) read it without a lock
         self._assignment: frozenset[tuple[str, int]] = frozenset()
-        self._lock = threading.Lock()
+        self._lock = threads.Lock()
         self._fatal: KafkaError | None = None
         self._last_error: KafkaError | None = None
         self._errors = RateLimitedLog(LOG)
@@ -287,7 +287,7 @@ class KafkaListener(Listener):
         first commit saves them for the pool.
         """
         resolved = self._retrying("find the start offsets of", partitions,
-                                  lambda: resolve_offsets(consumer, partitions, position, self._op_timeout))
+                                  lambda: resolve_offsets(self._offsets_at, partitions, position))
         wanted = {(tp.topic, tp.partition): tp.offset for tp in resolved}
         for tp in partitions:
             tp.offset = wanted[(tp.topic, tp.partition)]
@@ -297,6 +297,16 @@ class KafkaListener(Listener):
         except KafkaException as exc:
             LOG.warning("%s: could not commit the start positions of %s (%s); reading from them anyway",
                         self.name, format_offsets(partitions), exc.args[0].str())
+
+    def _offsets_at(self, partitions: Sequence[Partition], spec: int) -> Mapping[Partition, int]:
+        """ListOffsets through the admin client (:meth:`ClusterAdmin.offsets_at`), errors as ours."""
+        if self._admin is None:
+            raise MessagingException(f"{self.name}: no admin client to list the offsets of "
+                                     f"{format_partitions(partitions)} with")
+        try:
+            return self._admin.offsets_at(partitions, spec)
+        except ClusterError as exc:  # answered, but refused: may pass (a leader being elected)
+            raise MessagingException(f"cannot list {exc}") from None
 
     def _retrying(self, what: str, partitions: list[TopicPartition], call: Callable[[], Any]) -> Any:
         """``call()``, tried again on a broker error until ``operation_timeout`` has passed.
@@ -316,7 +326,7 @@ class KafkaListener(Listener):
                     raise
                 LOG.debug("%s: could not %s %s yet (%s); trying again", self.name, what,
                           format_offsets(partitions), exc)
-                START_RETRY.wait(failures, deadline=deadline)
+                START_RETRY.wait(failures, stop=self._stopped, deadline=deadline)
 
     def _on_revoke(self, consumer: confluent_kafka.Consumer, partitions: list[TopicPartition]) -> None:
         self._give_up(partitions, lost=False)

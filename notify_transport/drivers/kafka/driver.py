@@ -8,9 +8,9 @@ the wire format is oslo.messaging's, and the URL query overrides any
 from __future__ import annotations
 
 import logging
-import threading
 from typing import Any, Iterable
 
+from notify_transport.drivers import threads
 from notify_transport.drivers import envelope, exit_flush
 from notify_transport.drivers.base import BaseDriver, Listener, close_listeners
 from notify_transport.drivers.config import resolve_options
@@ -84,7 +84,7 @@ class KafkaDriver(BaseDriver):
                                  self.opts.topic_replication_factor,
                                  timeout=min(10.0, self._start_timeout))
         self._listeners: list[KafkaListener] = []
-        self._listeners_lock = threading.Lock()
+        self._listeners_lock = threads.Lock()
 
     def __repr__(self) -> str:
         return f"<KafkaDriver {self.url.redacted()}>"
@@ -188,7 +188,7 @@ class KafkaDriver(BaseDriver):
 
     def reader(self, name: str = "reader") -> Reader:
         """A :class:`~notify_transport.kafka.Reader`: many partitions, one client, no consumer group."""
-        return Reader(reader_config(self.url, self.opts), name, timeout=self._admin.timeout)
+        return Reader(reader_config(self.url, self.opts), name, timeout=self._admin.timeout, admin=self._admin)
 
     def read_topic(self, topic: str, start: StartPosition | Any = "earliest",
                    until_end: bool = True, buffer: int = 1000) -> MergedIterator:

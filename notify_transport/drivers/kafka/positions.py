@@ -1,19 +1,21 @@
 """Where reading starts: message ids and start positions, resolved to offsets.
 
 A :class:`MessageId` names one record; a :class:`StartPosition` says where a
-listener or reader starts. :func:`resolve_offsets` asks the brokers with
-ListOffsets (``offsets_for_times``) rather than trusting a high watermark report.
+listener or reader starts. :func:`resolve_offsets` turns a position into offsets
+from what the brokers answer to ListOffsets, asked through
+:meth:`~notify_transport.drivers.kafka.cluster.ClusterAdmin.offsets_at` (the one
+place offsets are listed), rather than from a high watermark report.
 """
 from __future__ import annotations
 
 import dataclasses
 import datetime
-from typing import Any, Mapping, NamedTuple
+from typing import Any, Callable, Mapping, NamedTuple, Sequence
 
-from confluent_kafka import OFFSET_BEGINNING, OFFSET_END, KafkaException, TopicPartition
+from confluent_kafka import OFFSET_BEGINNING, OFFSET_END, TopicPartition
 
-from notify_transport.drivers.kafka.partitions import format_partitions
-from notify_transport.exceptions import ConfigurationError, MessagingException
+from notify_transport.drivers.kafka.partitions import Partition
+from notify_transport.exceptions import ConfigurationError
 from notify_transport.times import TIME_HELP, epoch_seconds, parse_time
 
 COMMITTED = "committed"
@@ -23,6 +25,10 @@ OFFSET = "offset"
 TIMESTAMP = "timestamp"
 LAST = "last"
 KINDS = (COMMITTED, EARLIEST, LATEST, OFFSET, TIMESTAMP, LAST)
+
+#: ``list_offsets(partitions, spec)``: ListOffsets for ``spec`` (OFFSET_BEGINNING, OFFSET_END or a
+#: time in ms) -> the offset per partition, -1 where no record is that recent (``ClusterAdmin.offsets_at``).
+OffsetLister = Callable[[Sequence[Partition], int], Mapping[Partition, int]]
 
 
 class MessageId(NamedTuple):
@@ -114,23 +120,6 @@ def _parse_time(text: str, original: Any) -> float:
                                  f"expected {TIME_HELP}") from None
 
 
-def list_offsets(consumer: Any, partitions: list[TopicPartition], spec: int,
-                 timeout: float) -> dict[tuple[str, int], int]:
-    """ListOffsets for ``spec`` (a time in ms, or OFFSET_BEGINNING / OFFSET_END)."""
-    query = [TopicPartition(tp.topic, tp.partition, spec) for tp in partitions]
-    try:
-        found = consumer.offsets_for_times(query, timeout=timeout)
-    except KafkaException as exc:
-        raise MessagingException(f"cannot list offsets of {format_partitions(partitions)}: "
-                                 f"{exc.args[0].str()}") from None
-    out = {}
-    for tp in found:
-        if tp.error is not None:
-            raise MessagingException(f"cannot list offsets of {tp.topic}[{tp.partition}]: {tp.error}")
-        out[(tp.topic, tp.partition)] = tp.offset
-    return out
-
-
 def start_offset(position: StartPosition, low: int, high: int, at_time: int = -1) -> int:
     """The offset where ``position`` starts in a partition holding ``[low, high)``.
 
@@ -150,12 +139,11 @@ def start_offset(position: StartPosition, low: int, high: int, at_time: int = -1
     return min(max(int(position.value or 0), low), high)
 
 
-def resolve_offsets(consumer: Any, partitions: list[TopicPartition], position: StartPosition,
-                    timeout: float = 10.0,
-                    offsets: Mapping[tuple[str, int], int] | None = None,
-                    ends: Mapping[tuple[str, int], int] | None = None) -> list[TopicPartition]:
+def resolve_offsets(list_offsets: OffsetLister, partitions: list[TopicPartition], position: StartPosition,
+                    offsets: Mapping[Partition, int] | None = None,
+                    ends: Mapping[Partition, int] | None = None) -> list[TopicPartition]:
     """Concrete offsets where ``partitions`` start for ``position`` (not ``committed``), by
-    :func:`start_offset` on what ListOffsets answers.
+    :func:`start_offset` on what ``list_offsets`` answers.
 
     ``offsets`` may give an offset per ``(topic, partition)`` instead of
     ``position.value``; ``ends``, the end offsets the caller already listed.
@@ -166,13 +154,12 @@ def resolve_offsets(consumer: Any, partitions: list[TopicPartition], position: S
         raise ValueError("the committed position is the consumer group's to resolve")
     keys = [(tp.topic, tp.partition) for tp in partitions]
     if position.kind == EARLIEST:
-        starts = list_offsets(consumer, partitions, OFFSET_BEGINNING, timeout)
+        starts = list_offsets(keys, OFFSET_BEGINNING)
         return [TopicPartition(t, p, starts[(t, p)]) for t, p in keys]
     if ends is None or any(key not in ends for key in keys):
-        ends = list_offsets(consumer, partitions, OFFSET_END, timeout)
-    starts = {} if position.kind == LATEST else list_offsets(consumer, partitions, OFFSET_BEGINNING, timeout)
-    at = (list_offsets(consumer, partitions, int(float(position.value or 0) * 1000), timeout)
-          if position.kind == TIMESTAMP else {})
+        ends = list_offsets(keys, OFFSET_END)
+    starts = {} if position.kind == LATEST else list_offsets(keys, OFFSET_BEGINNING)
+    at = (list_offsets(keys, int(float(position.value or 0) * 1000)) if position.kind == TIMESTAMP else {})
     out = []
     for key in keys:
         wanted = (StartPosition(OFFSET, offsets[key]) if position.kind == OFFSET and offsets and key in offsets

@@ -14,18 +14,21 @@ from __future__ import annotations
 import functools
 import json
 import logging
-import threading
 import time
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 import confluent_kafka
 from confluent_kafka import KafkaError, KafkaException
 
+from notify_transport.drivers import threads
 from notify_transport.drivers.kafka.client_properties import RDKAFKA_LOG
 from notify_transport.drivers.kafka.delivery.counters import Counter
 from notify_transport.drivers.reporting import RateLimitedLog
 from notify_transport.exceptions import MessageDeliveryFailure
 from notify_transport.secrets import mask_properties
+
+if TYPE_CHECKING:
+    import threading
 
 LOG = logging.getLogger(__name__)
 
@@ -108,7 +111,7 @@ class _Client:
         #: reported back or refused: their difference bounds what the client holds
         self.queued = Counter()
         self.settled = Counter()
-        self.stop = threading.Event()
+        self.stop = threads.Event()
         self.thread: threading.Thread | None = None
         #: a thread took charge of retiring it
         self.draining = False
@@ -185,7 +188,7 @@ class KafkaProducer:
         self._timeout_ms = _message_timeout_ms(self._config)
         # held only to swap clients, never to wait; re-entrant because a delivery or error
         # callback may run (and swap) while the lock is held, e.g. when a client is freed
-        self._lock = threading.RLock()
+        self._lock = threads.RLock()
         self._current: _Client | None = None
         #: condemned clients not yet closed (what they hold is still pending)
         self._old: list[_Client] = []
@@ -223,8 +226,8 @@ class KafkaProducer:
         if self._background:
             # a failure is logged and counted when it happens, even if the service sends
             # nothing more for a while, and send() does not pay for a poll per message
-            handle.thread = threading.Thread(target=self._serve, args=(handle,),
-                                             name="notify-kafka-delivery-reports", daemon=True)
+            handle.thread = threads.Thread(target=self._serve, args=(handle,),
+                                           name="notify-kafka-delivery-reports", daemon=True)
             handle.thread.start()
         return handle
 
@@ -281,7 +284,7 @@ class KafkaProducer:
         """
         handle.stop.set()
         thread = handle.thread
-        if thread is not None and thread is not threading.current_thread():
+        if thread is not None and thread is not threads.current_thread():
             thread.join(_JOIN_TIMEOUT)
         client = handle.client
         try:
@@ -306,7 +309,7 @@ class KafkaProducer:
                     LOG.error("%d %s(s) held by the replaced Kafka producer for %s were "
                               "never reported back and are lost", left, self.unit, self.name)
                     self._on_lost(left)
-                if thread is not None and thread.is_alive() and thread is not threading.current_thread():
+                if thread is not None and thread.is_alive() and thread is not threads.current_thread():
                     LOG.warning("The delivery-report thread of the replaced Kafka producer for %s "
                                 "did not stop in time; the client is left to the garbage collector",
                                 self.name)

@@ -12,21 +12,25 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-import queue
-import threading
 import time
-from typing import Any, Callable, Iterable, Iterator, Mapping, Sequence, TypeVar, cast
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, Mapping, Sequence, TypeVar, cast
 
 import confluent_kafka
-from confluent_kafka import OFFSET_END, KafkaError, KafkaException, TopicPartition
+from confluent_kafka import OFFSET_BEGINNING, OFFSET_END, KafkaError, KafkaException, TopicPartition
 
+from notify_transport.drivers import threads
 from notify_transport.drivers.kafka import client_properties
 from notify_transport.drivers.kafka.client_properties import RDKAFKA_LOG
+from notify_transport.drivers.kafka.cluster import ClusterAdmin
 from notify_transport.drivers.kafka.message import ConsumedRecord
 from notify_transport.drivers.kafka.partitions import OffsetRange, Partition, partitions_in
 from notify_transport.drivers.kafka.positions import (COMMITTED, EARLIEST, LATEST, MessageId, StartPosition,
-                                                      list_offsets, resolve_offsets)
+                                                      resolve_offsets)
 from notify_transport.exceptions import ConfigurationError, MessagingException
+
+if TYPE_CHECKING:
+    import queue
+    import threading
 
 LOG = logging.getLogger(__name__)
 
@@ -79,10 +83,25 @@ class _Closing:
 
 
 class _OwnsConsumer(_Closing):
-    """Holds one client in ``_consumer``; closing closes it (and librdkafka's threads) once."""
+    """Holds one client in ``_consumer``; closing closes it (and librdkafka's threads) once.
+
+    Offsets are listed through a :class:`ClusterAdmin` (the one place they are listed): the one
+    given, or one made from the client's properties on first use and closed with it.
+    """
 
     name: str
+    timeout: float = 10.0
     _consumer: confluent_kafka.Consumer | None
+    _config: Mapping[str, Any]
+    _admin: ClusterAdmin | None = None
+    _own_admin: bool = True
+
+    def _offsets(self) -> ClusterAdmin:
+        if self._consumer is None:
+            raise MessagingException(f"{self.name} is closed")
+        if self._admin is None:
+            self._admin = ClusterAdmin(client_properties.admin_properties(self._config), timeout=self.timeout)
+        return self._admin
 
     def close(self) -> None:
         consumer, self._consumer = self._consumer, None
@@ -91,6 +110,9 @@ class _OwnsConsumer(_Closing):
                 consumer.close()
             except (KafkaException, RuntimeError) as exc:
                 LOG.debug("%s: close: %s", self.name, exc)
+        admin, self._admin = self._admin, None
+        if admin is not None and self._own_admin:
+            admin.close()
 
 
 class _Records(_Closing):
@@ -137,7 +159,7 @@ class Reader(_OwnsConsumer):
     def __init__(self, config: Mapping[str, Any], name: str = "reader", timeout: float = 10.0,
                  error_cb: Callable[[KafkaError], None] | None = None,
                  on_error: Callable[[KafkaError], None] | None = None,
-                 logger: logging.Logger = RDKAFKA_LOG) -> None:
+                 logger: logging.Logger = RDKAFKA_LOG, admin: ClusterAdmin | None = None) -> None:
         self.name = name
         self.timeout = timeout
         self._on_error = on_error
@@ -146,6 +168,8 @@ class Reader(_OwnsConsumer):
         conf["enable.partition.eof"] = True
         if error_cb is not None:
             conf["error_cb"] = error_cb
+        self._config = conf
+        self._admin, self._own_admin = admin, admin is None
         try:
             self._consumer: confluent_kafka.Consumer | None = confluent_kafka.Consumer(conf)
         except (KafkaException, ValueError, TypeError) as exc:
@@ -180,12 +204,12 @@ class Reader(_OwnsConsumer):
         if start.kind == COMMITTED:
             raise ConfigurationError("a reader has no consumer group, hence no committed offset: "
                                      "start it at earliest, latest, an offset or a time")
-        found = resolve_offsets(self._client(), _partitions(partitions), start, self.timeout, ends=ends)
+        found = resolve_offsets(self._offsets().offsets_at, _partitions(partitions), start, ends=ends)
         return {(tp.topic, tp.partition): tp.offset for tp in found}
 
     def end_offsets(self, partitions: Iterable[Partition]) -> dict[Partition, int]:
         """The offset the next record written to each partition will get."""
-        return list_offsets(self._client(), _partitions(partitions), OFFSET_END, self.timeout)
+        return self._offsets().offsets_at(list(partitions), OFFSET_END)
 
     def open(self, partitions: Iterable[Partition], start: StartPosition,
              until_end: bool = False) -> dict[Partition, int]:
@@ -340,7 +364,7 @@ class PartitionIterator(_Records):
         self.until_end = until_end
         self._buffer = max(1, buffer)
         self._queue: queue.Queue | None = None
-        self._stop = threading.Event()
+        self._stop = threads.Event()
         self._thread: threading.Thread | None = None
         self._done = False
         self._error: BaseException | None = None
@@ -351,9 +375,9 @@ class PartitionIterator(_Records):
             if sink is not None:
                 raise MessagingException("an iterator already being read cannot join a merge")
             return
-        self._queue = sink if sink is not None else queue.Queue(self._buffer)
-        self._thread = threading.Thread(target=self._fetch, daemon=True,
-                                        name=f"notify-reader-{self.consumer.topic}[{self.consumer.partition}]")
+        self._queue = sink if sink is not None else threads.Queue(self._buffer)
+        self._thread = threads.Thread(target=self._fetch, daemon=True,
+                                      name=f"notify-reader-{self.consumer.topic}[{self.consumer.partition}]")
         self._thread.start()
 
     def _put(self, item: Any) -> bool:
@@ -362,7 +386,7 @@ class PartitionIterator(_Records):
             try:
                 self._queue.put((self, item), timeout=_FETCH_SLICE)
                 return True
-            except queue.Full:
+            except threads.queue_full():
                 continue
         return False
 
@@ -388,7 +412,7 @@ class PartitionIterator(_Records):
         assert self._queue is not None
         try:
             _, item = self._queue.get(timeout=timeout)
-        except queue.Empty:
+        except threads.queue_empty():
             return None
         return self._take(item)
 
@@ -427,7 +451,7 @@ class MergedIterator(_Records):
 
     def __init__(self, iterators: Iterable[PartitionIterator], buffer: int = 1000) -> None:
         self.iterators = list(iterators)
-        self._queue: queue.Queue = queue.Queue(max(1, buffer))
+        self._queue: queue.Queue = threads.Queue(max(1, buffer))
         self._running = set(self.iterators)
         for iterator in self.iterators:
             iterator._start(self._queue)
@@ -441,7 +465,7 @@ class MergedIterator(_Records):
                 return None
             try:
                 source, item = self._queue.get(timeout=left)
-            except queue.Empty:
+            except threads.queue_empty():
                 return None
             try:
                 return source._take(item)
@@ -512,6 +536,7 @@ class RangeReader(_OwnsConsumer):
         self.name = name
         config = {**client_properties.without_group(config), "logger": RDKAFKA_LOG, "enable.partition.eof": True,
                   "auto.offset.reset": "error"}  # a planned offset that is gone is reported, not jumped over
+        self._config = config
         try:
             self._consumer: confluent_kafka.Consumer | None = confluent_kafka.Consumer(config)
         except (KafkaException, ValueError, TypeError) as exc:
@@ -587,7 +612,7 @@ class RangeReader(_OwnsConsumer):
 
     def _skip_gone(self, consumer: confluent_kafka.Consumer, tp: tuple[str, int], offset: int, end: int,
                    on_gone: Callable[[str, int, str], None]) -> int:
-        low, _high = consumer.get_watermark_offsets(TopicPartition(*tp), cached=False)
+        low = self._offsets().offsets_at([tp], OFFSET_BEGINNING)[tp]
         on_gone(tp[0], tp[1], f"{tp[0]}[{tp[1]}] offsets {offset}..{min(low, end) - 1} were deleted before they "
                 f"were read (earliest is now {low})")
         consumer.seek(TopicPartition(tp[0], tp[1], low))

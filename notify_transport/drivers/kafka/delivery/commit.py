@@ -11,17 +11,18 @@ record set ``take`` instead; ``tick`` runs at every turn of the loop and
 from __future__ import annotations
 
 import logging
-import queue
-import threading
-import time
-from typing import Any, Callable, Iterable
+from typing import TYPE_CHECKING, Any, Callable, Iterable
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 
 from notify_transport.backoff import Backoff
+from notify_transport.drivers import threads
 from notify_transport.drivers.base import IncomingMessage
 from notify_transport.drivers.kafka.message import ConsumedRecord
 from notify_transport.drivers.kafka.partitions import format_offsets
+
+if TYPE_CHECKING:
+    import queue
 
 LOG = logging.getLogger(__name__)
 
@@ -49,7 +50,7 @@ def commit_sync(consumer: Consumer, offsets: list[TopicPartition]
             if err.fatal() or not err.retriable() or attempt == SYNC_COMMIT_ATTEMPTS:
                 return offsets, err
             # this module's sleep: native where eventlet_support switched the driver's modules
-            time.sleep(SYNC_COMMIT_BACKOFF.delay(attempt))
+            threads.sleep(SYNC_COMMIT_BACKOFF.delay(attempt))
     return offsets, None  # pragma: no cover - the loop always returns
 
 
@@ -129,8 +130,8 @@ class _CommitJob:
                  settle: Callable[[list[TopicPartition], KafkaError | None], None]) -> None:
         self.offsets = offsets
         self.settle = settle
-        self.started = threading.Event()
-        self.done = threading.Event()
+        self.started = threads.Event()
+        self.done = threads.Event()
         self.error: KafkaError | None = None
 
     def pending(self) -> bool:
@@ -154,8 +155,8 @@ class BackgroundCommitter:
 
     def __init__(self, commit: Callable[[list[TopicPartition]], KafkaError | None], name: str) -> None:
         self._commit = commit
-        self._jobs: queue.SimpleQueue[_CommitJob | None] = queue.SimpleQueue()
-        self._thread = threading.Thread(target=self._run, name=f"notify-kafka-commit-{name}", daemon=True)
+        self._jobs: queue.SimpleQueue[_CommitJob | None] = threads.SimpleQueue()
+        self._thread = threads.Thread(target=self._run, name=f"notify-kafka-commit-{name}", daemon=True)
         self._thread.start()
 
     def _run(self) -> None:
@@ -181,7 +182,7 @@ class BackgroundCommitter:
 
     def close(self) -> None:
         self._jobs.put(None)
-        if self._thread is not threading.current_thread():
+        if self._thread is not threads.current_thread():
             self._thread.join(5.0)
 
 

@@ -6,7 +6,8 @@ takes a lock and corrects for the number it consumes.
 from __future__ import annotations
 
 import itertools
-import threading
+
+from notify_transport.drivers import threads
 
 
 class Counter:
@@ -19,7 +20,7 @@ class Counter:
         #: Add one. Bound method of the underlying counter: no Python frame per call.
         self.incr = self._count.__next__
         self._reads = 0
-        self._lock = threading.Lock()
+        self._lock = threads.Lock()
 
     @property
     def value(self) -> int:

@@ -9,12 +9,12 @@ the copy is confirmed, so :class:`SideProducer` reports each delivery.
 from __future__ import annotations
 
 import logging
-import threading
 import time
 from typing import Any, Callable
 
 from confluent_kafka import KafkaError, KafkaException
 
+from notify_transport.drivers import threads
 from notify_transport.drivers.kafka.message import ConsumedRecord
 from notify_transport.drivers.kafka.producer import KafkaProducer
 from notify_transport.drivers.reporting import RateLimitedLog
@@ -139,7 +139,7 @@ class SideProducer:
         # each copy's success must be reported: only then is its original committed
         config["delivery.report.only.error"] = False
         self.name = name
-        self._lock = threading.Lock()
+        self._lock = threads.Lock()
         self._pending = 0
         self.closed = False
         self.failures = RateLimitedLog(LOG)

@@ -9,8 +9,9 @@ so no stale offset is ever committed.
 from __future__ import annotations
 
 import heapq
-import threading
 from typing import Iterable
+
+from notify_transport.drivers import threads
 
 
 class PartitionTrack:
@@ -31,7 +32,7 @@ class PartitionTrack:
         self._pending: set[int] = set()
         self._handed: list[int] = []
         self._finished: list[int] = []
-        self._lock = threading.Lock()
+        self._lock = threads.Lock()
 
     def __repr__(self) -> str:
         return (f"<PartitionTrack {self.topic}[{self.partition}] position={self.position} "
@@ -84,7 +85,7 @@ class OffsetTracker:
 
     def __init__(self) -> None:
         self._tracks: dict[tuple[str, int], PartitionTrack] = {}
-        self._lock = threading.Lock()
+        self._lock = threads.Lock()
 
     def assign(self, topic: str, partition: int, position: int | None) -> PartitionTrack:
         """A new track for a partition just assigned (``position``: where reading starts)."""

@@ -7,11 +7,14 @@ blocks beyond ``max_in_flight``, so a slow endpoint slows reading, not memory.
 from __future__ import annotations
 
 import logging
-import queue
-import threading
 import time
 import zlib
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
+
+from notify_transport.drivers import threads
+
+if TYPE_CHECKING:
+    import queue
 
 LOG = logging.getLogger(__name__)
 
@@ -43,14 +46,14 @@ class OrderedWorkers:
         self.count = count
         self.name = name
         self.max_in_flight = max_in_flight
-        self._queues: list[queue.SimpleQueue] = [queue.SimpleQueue() for _ in range(count)]
-        self._slots = threading.Semaphore(max_in_flight)
+        self._queues: list[queue.SimpleQueue] = [threads.SimpleQueue() for _ in range(count)]
+        self._slots = threads.Semaphore(max_in_flight)
         self._busy = 0
-        self._idle = threading.Condition()
-        self._cancelled = threading.Event()
+        self._idle = threads.Condition()
+        self._cancelled = threads.Event()
         self.dropped = 0
-        self._threads = [threading.Thread(target=self._run, args=(q,), daemon=True,
-                                          name=f"{name}-worker-{i}")
+        self._threads = [threads.Thread(target=self._run, args=(q,), daemon=True,
+                                        name=f"{name}-worker-{i}")
                          for i, q in enumerate(self._queues)]
         for thread in self._threads:
             thread.start()
