@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -224,3 +225,158 @@ def test_an_eventlet_oslo_service_on_ntrabbit_survives_the_node_of_its_connectio
               f"{report['calls']} calls, longest {report['longest_call']:.2f} s; first answer "
               f"{report['first_answer_after_kill']:.2f} s after the kill; "
               f"hub gap {report['failover']['max_gap']:.2f} s")
+
+
+def _queue_types(cluster, prefix: str) -> dict[str, str]:
+    via = next(node for node in cluster.nodes if node.running)
+    lines = via.ctl("list_queues", "-q", "--no-table-headers", "name", "type").splitlines()
+    return {name: kind for name, kind in (line.split("\t")[:2] for line in lines if "\t" in line)
+            if name.startswith(prefix)}
+
+
+def test_oslo_rabbit_and_ntrabbit_share_the_clusters_quorum_queues(rabbit_cluster):
+    """A mixed deployment on the cluster, same options: oslo.messaging's ``rabbit://`` and our
+    ``ntrabbit://`` declare the same quorum queues, serve one topic together and exchange
+    notifications both ways (issue 32, item 3)."""
+    import oslo_messaging
+    from oslo_config import cfg
+
+    cfg.CONF([])  # oslo.messaging registers some options only on the global CONF
+    topic = f"cluster_mixed_{uuid.uuid4().hex[:8]}"
+    transports, servers = {}, []
+
+    class Server:
+        def __init__(self, name: str) -> None:
+            self.name, self.casts = name, []
+
+        def echo(self, ctxt, value):
+            return self.name
+
+        def note(self, ctxt, value):
+            self.casts.append(value)
+
+    class Notes:
+        def __init__(self) -> None:
+            self.got: list[int] = []
+
+        def info(self, ctxt, publisher_id, event_type, payload, metadata):
+            self.got.append(payload["n"])
+
+    try:
+        for scheme in ("rabbit", "ntrabbit"):
+            url = f"{rabbit_cluster.url(scheme=scheme)}?{CLUSTER_QUERY}"
+            transports[scheme] = (oslo_messaging.get_rpc_transport(cfg.CONF, url),
+                                  oslo_messaging.get_notification_transport(cfg.CONF, url))
+        endpoints = {scheme: Server(scheme) for scheme in transports}
+        for scheme, endpoint in endpoints.items():
+            server = oslo_messaging.get_rpc_server(
+                transports[scheme][0], oslo_messaging.Target(topic=topic, server=scheme), [endpoint],
+                executor="threading")
+            server.start()
+            servers.append(server)
+        notes = {scheme: Notes() for scheme in transports}
+        for scheme, endpoint in notes.items():  # each listens in a pool of its own
+            listener = oslo_messaging.get_notification_listener(
+                transports[scheme][1], [oslo_messaging.Target(topic=topic)], [endpoint], executor="threading",
+                pool=f"{topic}_{scheme}")
+            listener.start()
+            servers.append(listener)
+        for scheme in transports:
+            client = oslo_messaging.get_rpc_client(transports[scheme][0], oslo_messaging.Target(topic=topic),
+                                                   timeout=10)
+            for other in transports:  # each server answers each scheme's client (its queues live)
+                assert wait_until(lambda c=client, o=other: _answers(c.prepare(server=o, timeout=2), o), 60)
+            assert {client.call({}, "echo", value=i) for i in range(16)} == set(transports)
+            client.prepare(server="ntrabbit" if scheme == "rabbit" else "rabbit").cast({}, "note", value=scheme)
+        assert wait_until(lambda: endpoints["ntrabbit"].casts == ["rabbit"]
+                          and endpoints["rabbit"].casts == ["ntrabbit"], 30)
+
+        for n, scheme in enumerate(transports):  # each scheme's notifier reaches both pools
+            notifier = oslo_messaging.Notifier(transports[scheme][1], publisher_id="p", driver="messagingv2",
+                                               topics=[topic])
+            notifier.info({}, "ev", {"n": n})
+        assert wait_until(lambda: all(sorted(e.got) == [0, 1] for e in notes.values()), 30), \
+            {s: e.got for s, e in notes.items()}
+        types = _queue_types(rabbit_cluster, topic)
+        assert types and set(types.values()) == {"quorum"}, types
+        assert {f"{topic}.rabbit", f"{topic}.ntrabbit"} <= set(types)
+    finally:
+        for server in servers:
+            server.stop()
+            server.wait()
+        for rpc_transport, notify_transport in transports.values():
+            rpc_transport.cleanup()
+            notify_transport.cleanup()
+
+
+def _messages(cluster, queue: str) -> int:
+    via = next(node for node in cluster.nodes if node.running)
+    for line in via.ctl("list_queues", "-q", "--no-table-headers", "name", "messages").splitlines():
+        name, count = (line.split("\t") + [""])[:2]
+        if name == queue:
+            return int(count)
+    raise AssertionError(f"no queue {queue!r}")
+
+
+def _answers(client, server: str) -> bool:
+    import oslo_messaging
+
+    try:
+        return client.call({}, "echo", value=0) == server
+    except oslo_messaging.MessagingTimeout:
+        return False
+
+
+def test_a_notification_requeued_past_the_delivery_limit_is_dead_lettered(rabbit_cluster, cluster_transports):
+    """``rabbit_quorum_delivery_limit``: the quorum queue hands a requeued notification out at most
+    limit + 1 times, then dead-letters it through the exchange an operator's policy names; it is
+    neither lost nor redelivered forever (issue 32, item 3)."""
+    import pika
+
+    limit = 2
+    topic = f"cluster_limit_{uuid.uuid4().hex[:8]}"
+    queue, dlx, dlq = f"{topic}.info", f"{topic}.dlx", f"{topic}.dead"
+    node = next(n for n in rabbit_cluster.nodes if n.running)
+    node.ctl("set_policy", "--apply-to", "queues", f"{topic}-dl", f"^{re.escape(queue)}$",
+             json.dumps({"dead-letter-exchange": dlx}))
+    admin = pika.BlockingConnection(pika.ConnectionParameters("127.0.0.1", node.port))
+    channel = admin.channel()
+    channel.exchange_declare(dlx, "fanout", durable=True)
+    channel.queue_declare(dlq, durable=True, arguments={"x-queue-type": "quorum"})
+    channel.queue_bind(dlq, dlx)
+    seen: list[int] = []
+
+    class Refusing:
+        def info(self, ctxt, publisher_id, event_type, payload, metadata):
+            seen.append(payload["n"])
+            return nt.NotificationResult.REQUEUE
+
+    url = f"{rabbit_cluster.url()}?{CLUSTER_QUERY}&rabbit_quorum_delivery_limit={limit}"
+    listener = nt.get_notification_listener(cluster_transports(url, kind="notify"), [nt.Target(topic=topic)],
+                                            [Refusing()], allow_requeue=True)
+    listener.start()
+    try:
+        sender = cluster_transports(url, kind="notify")
+        nt.Notifier(sender, publisher_id="p", driver="messagingv2", topics=[topic]).info({}, "ev", {"n": 7})
+        assert sender.flush(30) == 0
+        dead: list[bytes] = []
+
+        def dead_lettered() -> bool:
+            method, _props, body = channel.basic_get(dlq, auto_ack=True)
+            if method is not None:
+                dead.append(body)
+            return bool(dead)
+
+        assert wait_until(dead_lettered, 60), seen
+        assert json.loads(json.loads(dead[0])["oslo.message"])["payload"] == {"n": 7}
+        assert 1 <= len(seen) <= limit + 1 and set(seen) == {7}
+        # gone from its queue (neither ready nor handed out): it will not come back
+        assert wait_until(lambda: _messages(rabbit_cluster, queue) == 0, 30)
+        assert len(seen) <= limit + 1
+    finally:
+        listener.stop()
+        listener.wait()
+        channel.queue_delete(dlq)
+        channel.exchange_delete(dlx)
+        admin.close()
+        node.ctl("clear_policy", f"{topic}-dl")
