@@ -91,9 +91,17 @@ def java_binary() -> str:
     return found
 
 
-def cluster_id() -> str:
-    """A new KRaft cluster id: 16 random bytes, URL-safe base64 without padding (as Kafka makes them)."""
-    return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+def cluster_id(random_bytes: Callable[[], bytes] = lambda: uuid.uuid4().bytes) -> str:
+    """A new KRaft cluster id: 16 random bytes, URL-safe base64 without padding (as Kafka makes them).
+
+    An id that starts with ``-`` is drawn again, as Kafka's own ``Uuid.randomUuid``
+    does: the storage tool's argument parser would read it as an option and
+    refuse to format the node (about one id in 64 starts so).
+    """
+    while True:
+        candidate = base64.urlsafe_b64encode(random_bytes()).decode().rstrip("=")
+        if not candidate.startswith("-"):
+            return candidate
 
 
 class KafkaNode(BrokerProcess):
