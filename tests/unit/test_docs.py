@@ -140,6 +140,7 @@ def _corpus() -> str:
     parts = [p.read_text() for p in (ROOT / "notify_transport").rglob("*.py")]
     parts += [p.read_text() for p in (ROOT / "devstack").rglob("*") if p.is_file()]
     parts += [p.read_text() for p in (ROOT / "tests").rglob("*.py") if p.name != "test_docs.py"]
+    parts += [p.read_text() for p in (ROOT / "bench").rglob("*.py")]  # the benchmarks the docs cite
     for name in ("setup.cfg", "Makefile", "tox.ini"):
         if (ROOT / name).exists():
             parts.append((ROOT / name).read_text())
