@@ -9,6 +9,9 @@ One run, one broker, one topic of N oslo ``messagingv2`` notifications
   per record in this one Python thread;
 - ``spark source``: a streaming read into Spark's ``noop`` sink (availableNow);
 - ``spark source + decode``: the same through the pipeline's decoding;
+- ``spark source + decode in the JVM`` (phase ``source_decode_jvm``, not
+  run by default; the connector only): the same through
+  ``decode.decode(..., in_jvm=True)``;
 - ``archive job``, ``stats job`` and ``pipeline (both jobs)``: the pipeline
   as ``pipeline run --once`` runs it (``--jobs archive``, ``stats``, both),
   each from an empty checkpoint;
@@ -267,7 +270,7 @@ def _spark_phases(args, bootstrap: str, base: str, warm_base: str, work: Path, b
     from notify_transport.pipeline.session import build_session
 
     wanted = set(args.phases.split(","))
-    if not wanted & {"source", "source_decode", "archive", "stats", "pipeline"}:
+    if not wanted & {"source", "source_decode", "source_decode_jvm", "archive", "stats", "pipeline"}:
         return None
     started = time.perf_counter()
     spark = build_session(args.master, app_name="notify-transport-bench", log_level="ERROR")
@@ -312,16 +315,22 @@ def _spark_phases(args, bootstrap: str, base: str, warm_base: str, work: Path, b
                 # the pipeline's decoding of the connector's records (the Arrow UDF; see reading.py)
                 lambda df, s: decode.decode(df, s.base_topics).filter(
                     F.col("error").isNull()), sub, source)),
+            ("source_decode_jvm", "spark source + decode in the JVM", lambda sub: noop(
+                "source_decode_jvm",
+                lambda df, s: decode.decode(df, s.base_topics, in_jvm=True).filter(
+                    F.col("error").isNull()), sub, source)),
             ("archive", "archive job", lambda sub: pipeline("archive", ("archive",), sub, source)),
             ("stats", "stats job", lambda sub: pipeline("stats", ("stats",), sub, source)),
             ("pipeline", "pipeline (both jobs)", lambda sub: pipeline("pipeline", jobs.JOBS, sub, source)),
         ]
     # phase by phase, each source in turn: both see the same machine state
-    for index in range(5):
+    for index in range(len(phases(args.sources[0]))):
         for source in args.sources:
             key, label, run = phases(source)[index]
             if key not in wanted or budget.left() < 45:
                 continue
+            if key == "source_decode_jvm" and source != "kafka":
+                continue  # notify_kafka decodes where it reads
             fixed_rows, fixed_seconds = run(small)
             record(f"{label} [{source}]", *run(big), fixed=(fixed_rows, fixed_seconds))
     if "incremental" in wanted and "pipeline" in wanted and budget.left() >= 45:

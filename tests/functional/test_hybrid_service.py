@@ -36,11 +36,14 @@ IMPORTS = {"oslo.messaging": "import oslo_messaging as messaging",
 SERVICE = '''\
 """A compute-like service: RPC on rabbit, notifications on Kafka, two listener pools."""
 import json
+import logging
 import sys
 import threading
 import time
 
 from oslo_config import cfg
+
+logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(name)s %(levelname)s %(message)s")
 
 {import_line}
 
@@ -148,4 +151,5 @@ def test_one_config_file_on_oslo_messaging_and_on_notify_transport(broker, rabbi
         assert out.returncode == 0, f"{library}: {out.stderr[-3000:]}"
         got = json.loads(out.stdout.strip().splitlines()[-1])
         for pool in ("audit", "billing"):
-            assert got[pool] == list(range(COUNT)), f"{library}, pool {pool}: {got[pool]}"
+            # the service's warnings (group, fetch and commit trouble) tell why a pool missed some
+            assert got[pool] == list(range(COUNT)), f"{library}, pool {pool}: {got[pool]}\n{out.stderr[-3000:]}"

@@ -66,8 +66,15 @@ def test_passing_errors_are_tried_again_and_the_end_is_committed():
     assert broker.commits == [[("t.info", 0, 42), ("t.info", 1, 42)]]
 
 
-def test_a_failed_commit_still_starts_the_partition_at_the_resolved_end(caplog):
+def test_a_commit_error_that_passes_is_tried_again_and_the_start_is_stored():
     broker = FlakyBroker(commit_errors=1)
+    found = listener(broker)._start_positions(broker, [TopicPartition("t.info", 0)])
+    assert [tp.offset for tp in found] == [42]
+    assert broker.commits == [[("t.info", 0, 42)]]
+
+
+def test_a_failed_commit_still_starts_the_partition_at_the_resolved_end(caplog):
+    broker = FlakyBroker(commit_errors=10)  # more than commit_sync's attempts
     with caplog.at_level(logging.WARNING):
         found = listener(broker)._start_positions(broker, [TopicPartition("t.info", 0)])
     assert [tp.offset for tp in found] == [42]  # not -1001: never left to a later, lazy reset

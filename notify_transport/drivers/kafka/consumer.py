@@ -24,7 +24,7 @@ from notify_transport.drivers.base import IncomingMessage, Listener
 from notify_transport.drivers.envelope import decode_notification
 from notify_transport.drivers.kafka.partitions import Partition, format_offsets, format_partitions
 from notify_transport.drivers.kafka.cluster import ClusterAdmin, ClusterError
-from notify_transport.drivers.kafka.delivery.commit import CommitPolicy
+from notify_transport.drivers.kafka.delivery.commit import CommitPolicy, commit_sync
 from notify_transport.drivers.kafka.client_properties import RDKAFKA_LOG
 from notify_transport.drivers.kafka.delivery.counters import DeliveryCounters
 from notify_transport.drivers.kafka.delivery.deadletter import SideProducer
@@ -213,20 +213,34 @@ class KafkaListener(Listener):
         librdkafka calls no rebalance callback for an empty assignment under the
         consumer protocol, so a listener joining a pool whose partitions are all
         held would otherwise wait for its whole start timeout. A stable group
-        that lists this member and gives it no partition means it is in.
+        that lists this member and gives it no partition means it is in, provided
+        every partition of its topics has a committed offset: only then is a
+        notification sent once start() returned read by the pool, whoever gets the
+        partition later. A partition without one (its owner died before storing its
+        start position, or the group has not handed the topic out yet) would be read
+        from its end at assignment, after what was sent meanwhile: keep waiting.
         """
         if self._admin is None:
             return False
         try:
             info = self._admin.describe_pool(self.group_id)
+            me = consumer.memberid()
+            if info.state != "stable" or me not in info.member_ids:
+                return False
+            if any(owner.member_id == me for owner in info.owners.values()):
+                return False  # partitions are on their way: on_assign will come
+            partitions, missing = self._admin.partitions_of(self.topics)
+            if missing or not partitions:
+                return False
+            committed = self._admin.committed(self.group_id, partitions)
         except Exception as exc:  # noqa: BLE001 - the next check or an assignment may succeed
-            LOG.debug("%s: describing the group failed: %s", self.name, exc)
+            LOG.debug("%s: checking the group failed: %s", self.name, exc)
             return False
-        me = consumer.memberid()
-        if info.state != "stable" or me not in info.member_ids:
+        unpositioned = [tp for tp in partitions if committed.get(tp, -1) < 0]
+        if unpositioned:
+            LOG.debug("%s: in the group with no partition, but %s have no committed offset yet; waiting",
+                      self.name, format_partitions(unpositioned))
             return False
-        if any(owner.member_id == me for owner in info.owners.values()):
-            return False  # partitions are on their way: on_assign will come
         LOG.debug("%s: in the group with no partition (all held by other listeners)", self.name)
         return True
 
@@ -291,12 +305,12 @@ class KafkaListener(Listener):
         wanted = {(tp.topic, tp.partition): tp.offset for tp in resolved}
         for tp in partitions:
             tp.offset = wanted[(tp.topic, tp.partition)]
-        try:
-            consumer.commit(offsets=[TopicPartition(tp.topic, tp.partition, tp.offset) for tp in partitions],
-                            asynchronous=False)
-        except KafkaException as exc:
+        # retried a moment where that may pass: a listener of the pool that joins meanwhile
+        # counts on the stored position (see _joined_without_partitions)
+        _, err = commit_sync(consumer, [TopicPartition(tp.topic, tp.partition, tp.offset) for tp in partitions])
+        if err is not None:
             LOG.warning("%s: could not commit the start positions of %s (%s); reading from them anyway",
-                        self.name, format_offsets(partitions), exc.args[0].str())
+                        self.name, format_offsets(partitions), err.str())
 
     def _offsets_at(self, partitions: Sequence[Partition], spec: int) -> Mapping[Partition, int]:
         """ListOffsets through the admin client (:meth:`ClusterAdmin.offsets_at`), errors as ours."""

@@ -29,8 +29,10 @@ class OffsetRange(NamedTuple):
 
 
 def format_partitions(partitions: Iterable[Any]) -> str:
-    """``topic[p], ...`` of confluent-kafka ``TopicPartition`` objects, for log lines and errors."""
-    return ", ".join(f"{tp.topic}[{tp.partition}]" for tp in partitions) or "none"
+    """``topic[p], ...`` of confluent-kafka ``TopicPartition`` objects or ``(topic, partition)``
+    pairs (:data:`Partition`), for log lines and errors."""
+    return ", ".join(f"{tp[0]}[{tp[1]}]" if isinstance(tp, tuple) else f"{tp.topic}[{tp.partition}]"
+                     for tp in partitions) or "none"
 
 
 def format_offsets(partitions: Iterable[Any]) -> str:
