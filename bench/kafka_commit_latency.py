@@ -50,18 +50,21 @@ def measure(bootstrap: str, rounds: int = 100) -> dict:
     return summarize_latencies(latencies)
 
 
+def _setting(text: str) -> tuple[str, str]:
+    """``KEY=VALUE`` as a pair; argparse reports anything else."""
+    key, sep, value = text.partition("=")
+    if not sep or not key:
+        raise argparse.ArgumentTypeError(f"{text!r} is not KEY=VALUE")
+    return key, value
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("broker_config", nargs="*", metavar="KEY=VALUE",
+    parser.add_argument("broker_config", nargs="*", type=_setting, metavar="KEY=VALUE",
                         help="settings for the Apache Kafka node started for the measure")
     parser.add_argument("--rounds", type=int, default=100)
     args = parser.parse_args()
-    config = {}
-    for item in args.broker_config:
-        key, sep, value = item.partition("=")
-        if not sep or not key:
-            parser.error(f"{item!r} is not KEY=VALUE")
-        config[key] = value
+    config = dict(args.broker_config)
     from notify_transport.testing.apache_kafka import ApacheKafka
 
     kafka = ApacheKafka(broker_config=config).start()
