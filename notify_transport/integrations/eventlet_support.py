@@ -1,86 +1,15 @@
 """Keeping blocking I/O off eventlet's hub, for the ``ntkafka`` and ``ntrabbit`` oslo.messaging drivers.
 
-Many OpenStack services still call ``eventlet.monkey_patch()``: ``threading``,
-``queue`` and ``time.sleep`` then make green threads, which all run in one
-operating-system thread, taking turns at the hub. A librdkafka call that waits
-(``poll``, ``consume``, ``flush``, a synchronous ``commit``, ``close``) holds that
-thread, so while it waits no green thread runs; a loop of such calls (a
-listener polling, the producer's delivery-report thread) stops the service.
-
-The design, in three parts, all confined to the oslo.messaging integration
-(notify-transport's core never imports eventlet):
-
-1. **notify-transport's Kafka driver runs on native threads.** Its modules
-   (and the shared modules its threads use) never make a thread, lock,
-   event, queue or sleep themselves: they ask
-   :mod:`notify_transport.drivers.threads` each time, which hands out the
-   operating system's (``eventlet.patcher.original``) in a patched process.
-   Its background threads (delivery reports, committer, workers, readers)
-   are operating-system threads, and its locks, events and queues are
-   consistent among themselves whichever thread uses them. Nothing is
-   switched behind a module's back. (The standard modules stay green for the
-   rest of the process; so do the futures of ``concurrent.futures`` that
-   confluent-kafka's AdminClient returns, which is why the driver waits for
-   them through a done-callback and a native event, not on their condition.)
-   The RabbitMQ driver and the listener base class keep the standard modules.
-   pika's sockets are non-blocking, so they never wait on a hub, and with the
-   green ``select`` (which has no ``epoll``) each RabbitMQ connection's I/O
-   loop gives its thread's eventlet hub a turn (pika resolves host names in
-   a green timer there).
-2. **Calls from the hub cross over through** ``eventlet.tpool``, as
-   oslo.messaging's own Kafka driver does with its ``tpool_execute``: every call
-   of the integration into the driver that may wait (send, flush, listener
-   start, poll, stop, commit, cleanup, acknowledgements) made on the hub's
-   thread runs in tpool's native thread pool while the calling green thread
-   waits cooperatively; tpool hands the result (or the exception) back through
-   the hub. A call made on any other native thread (a tpool worker, one of
-   the driver's own threads, e.g. a log record that oslo's
-   ``LoggingNotificationHandler`` turns into a notification) runs directly:
-   tpool can only wake green threads of the hub's thread.
-
-   The integration's own bookkeeping (its list of listeners, the stop flag
-   of a poll loop) stays on the hub side with green primitives; nothing green
-   is shared with a native thread, and nothing native that is held for long
-   is waited on by the hub.
-3. **Log records cross over too.** Logging is the one green thing both sides
-   share: eventlet greens the locks of the process's logging handlers, and a
-   native thread that takes one while a green thread holds it (or the
-   reverse) deadlocks the process's logging. So records that
-   notify-transport's loggers make on a native thread (librdkafka's and
-   pika's log lines included) are not emitted there: :class:`NativeLogBridge` queues them
-   (``queue.SimpleQueue``, which takes no Python lock) and a green thread on
-   the hub emits them, at most :data:`LOG_DRAIN_INTERVAL` later.
-
-notify-transport's own public API (``get_notification_transport`` with
-``kafka://``) uses parts 1 to 3 for senders, through :func:`api_offload`,
-which :mod:`notify_transport.transport` asks when it loads a driver: in a
-monkey-patched process the log bridge runs before the Kafka driver is
-built, and the transport's calls that may wait (send,
-flush, cleanup) go through :class:`Offload`. A listener of the Kafka driver
-made through that API is refused there (its dispatch threads would run the
-application's callbacks on native threads): such services listen through
-oslo.messaging with ``ntkafka://``. eventlet is still imported only when the
-process already imported it.
-
-The ``ntrabbit`` driver does not take this route: pika, which carries its
-RabbitMQ traffic, resolves host names in a ``threading.Timer`` of its own
-and guards its loop's wake-up with a ``threading.Lock``; in a patched
-process both are green, and a native I/O thread using them either never
-resolves (the green timer waits for a hub turn that thread never gives) or
-deadlocks against a green thread holding the same lock. pika offers no
-public way around them. So in a patched process the RabbitMQ driver stays
-green, as oslo's own kombu-based rabbit driver is: its I/O loops are green
-threads waiting in eventlet's ``select``, its sockets non-blocking, every
-wait cooperative, and calls from the hub run directly (see
-:mod:`notify_transport.integrations.oslo_rabbit`).
-
-Limits: each listener that polls holds one tpool thread for at most a poll
-slice (one second) at a time, an RPC call holds one until its reply comes,
-and tpool has ``EVENTLET_THREADPOOL_SIZE`` threads (20 by default): a service
-with many listeners or many concurrent calls should raise it.
-Records of other loggers made on native threads (a service's own code run
-in tpool, for instance) are not bridged. The hub is taken to run in the main
-thread, as in monkey-patched services.
+In a monkey-patched service every green thread shares one operating-system thread, so a
+librdkafka call that waits (poll, flush, commit, close) would stop the whole service. Three
+parts, all confined to this integration (the core never imports eventlet), keep it running:
+the Kafka driver's own threads are native (:mod:`notify_transport.drivers.threads`); calls from
+the hub that may wait cross over through ``eventlet.tpool`` (:class:`Offload`); and records that
+native threads log are emitted by a green thread on the hub (:class:`NativeLogBridge`), because
+eventlet greens the logging handlers' locks. The RabbitMQ driver stays green instead (see
+:mod:`notify_transport.integrations.oslo_rabbit`). tpool has ``EVENTLET_THREADPOOL_SIZE``
+threads, and each polling listener or waiting RPC call holds one. The contributor guide's
+section "Threads under eventlet" gives the reasons and the limits.
 """
 from __future__ import annotations
 

@@ -16,12 +16,9 @@ the message, nesting deeper than the JVM checks, anything Spark SQL cannot
 parse) is decoded by the Python reference instead; only those records' bytes
 cross into Python. A property test compares its rows with the reference's.
 It is not the pipeline's default (:mod:`.reading`): it gives the reference's
-rows, but it is the slower of the two. On 100,000 oslo notifications in
-``local[2]`` it decoded 10,200 records/s, the Arrow UDF 85,000: Spark's JSON
-reader building variants, the guards' regular expressions over every message
-and the fallback's per-batch crossing cost more than orjson in Python. (It
-was 4,500 records/s while the parsed message was not a column of its own:
-Spark parsed it again under every condition that read a field.)
+rows, but it is the slower of the two (figures in the pipeline docs): Spark's
+JSON reader building variants, the guards' regular expressions over every
+message and the fallback's per-batch crossing cost more than orjson in Python.
 """
 from __future__ import annotations
 
@@ -309,9 +306,9 @@ def _jvm_frame(kafka_df, bases: tuple[str, ...], with_payload: bool):
                                    _ENVELOPE_KEY.decode()) > 0, F.lit("2.0")).otherwise(F.lit("1.0")),
         "topic": col("topic"), "partition": col("partition"), "offset": col("offset"),
         "kafka_timestamp": col("timestamp"), "vhost": vhost, "base_topic": base,
+        "error": F.lit(None).cast("string"),  # where the JVM vouches, there is none
     }
-    kept = [c for c in kafka_df.columns]
-    return frame.select(*kept, F.coalesce(ok, F.lit(False)).alias("_ok"),
+    return frame.select(*kafka_df.columns, F.coalesce(ok, F.lit(False)).alias("_ok"),
                         *[column.alias(f"_jvm_{name}") for name, column in columns.items()])
 
 
@@ -351,8 +348,7 @@ def _decode_in_jvm(kafka_df, bases: tuple[str, ...], with_payload: bool):
     for field in DECODED_SCHEMA:
         name = field.name
         if name in _FALLBACK_FIELDS:
-            jvm = F.col(f"_jvm_{name}") if name != "error" else F.lit(None)  # the JVM vouches: no error
-            column = F.when(F.col("_ok"), jvm).otherwise(F.col("_py")[name])
+            column = F.when(F.col("_ok"), F.col(f"_jvm_{name}")).otherwise(F.col("_py")[name])
         elif name in ("key", "value"):  # an error row keeps the record's bytes
             column = F.when(python_error, F.col(name))
         else:
