@@ -31,9 +31,16 @@ _JAAS_MODULES = {
     "SCRAM-SHA-256": "org.apache.kafka.common.security.scram.ScramLoginModule",
     "SCRAM-SHA-512": "org.apache.kafka.common.security.scram.ScramLoginModule",
 }
+#: librdkafka's name for how long the broker may hold a fetch that finds no new record.
+FETCH_WAIT = "fetch.wait.max.ms"
+#: What the connector's executors get when ``librdkafka_config`` does not say: they read ranges
+#: the driver planned from offsets that exist, yet each task ends with one fetch past its range,
+#: which the broker holds for the whole wait (the Java client's default: 500 ms, per partition
+#: read). A short wait still keeps a range that cannot complete from polling in a tight loop.
+CONNECTOR_FETCH_WAIT_MS = 10
 #: librdkafka properties the translation to Java properties reads (or, for client.id, leaves out).
 _TRANSLATED = frozenset({"bootstrap.servers", "security.protocol", "client.id", "sasl.mechanism",
-                         "sasl.username", "sasl.password"}) | {prop for _, prop in props.SSL_OPTIONS}
+                         "sasl.username", "sasl.password", FETCH_WAIT}) | {prop for _, prop in props.SSL_OPTIONS}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -83,7 +90,8 @@ class KafkaSettings:
         conf = self.librdkafka_config()
         protocol = self.security_protocol
         options = {"kafka.bootstrap.servers": ",".join(self.bootstrap_servers),
-                   "kafka.security.protocol": protocol}
+                   "kafka.security.protocol": protocol,
+                   "kafka.fetch.max.wait.ms": str(conf.get(FETCH_WAIT, CONNECTOR_FETCH_WAIT_MS))}
         if protocol.startswith("SASL"):
             mechanism = str(conf.get("sasl.mechanism", "PLAIN"))
             options["kafka.sasl.mechanism"] = mechanism

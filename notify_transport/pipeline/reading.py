@@ -106,16 +106,20 @@ def read_decoded(spark, settings: KafkaSettings, subscription: Subscription, *, 
     The ``notify_kafka`` source decodes where it reads; records read by
     Spark's ``kafka`` format go through the reference decoder's Arrow UDF.
     (:func:`.decode.decode` with ``in_jvm`` decodes in the JVM and gives the
-    same rows, but decodes about 10,000 records/s where the Arrow UDF
-    decodes 85,000, so it is not the default.) ``read_options`` are those
-    of :func:`read_kafka`.
+    same rows, but it is the slower of the two, so it is not the default; the
+    pipeline docs give the figures.) ``read_options`` are those of
+    :func:`read_kafka`.
     """
     from notify_transport.pipeline import decode
 
     fmt = choose_format(spark, fmt)
     if fmt != FORMAT_NAME:
-        return decode.decode(read_kafka(spark, settings, subscription, streaming=streaming, fmt=fmt,
-                                        **read_options), subscription.base_topics, with_payload)
+        records = read_kafka(spark, settings, subscription, streaming=streaming, fmt=fmt, **read_options)
+        # The connector makes a task of every Kafka partition, and each task pays for a trip
+        # through the decoder's Python worker: on many small partitions that costs more than
+        # the records do. One task per core reads its partitions one after another.
+        records = records.coalesce(spark.sparkContext.defaultParallelism)
+        return decode.decode(records, subscription.base_topics, with_payload)
     options = source_options(settings, subscription, fmt, streaming=streaming, **read_options)
     options.update({"decode": "true", "baseTopics": ",".join(subscription.base_topics),
                     "decodePayload": "true" if with_payload else "false", "readerTasks": _reader_tasks(spark)})

@@ -94,8 +94,7 @@ def run_conf(backlog: int | None) -> dict[str, str]:
     Whole-stage code generation compiles each stage of each plan to a Java
     class (Janino) the first time it runs: worth it over many rows, not in a
     scheduled run of a few thousand records, where compiling the micro-batch's
-    plans costs more than interpreting them (5,000 records over 42 partitions:
-    about 0.3 s less wall time and 0.5 s less CPU; see the pipeline docs).
+    plans costs more than interpreting them (the pipeline docs give the figures).
     """
     if backlog is not None and backlog <= SMALL_RUN_RECORDS:
         return {"spark.sql.codegen.wholeStage": "false"}

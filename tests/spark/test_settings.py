@@ -1,4 +1,5 @@
 """Topic naming, the transport URL and the reader options of the pipeline (no broker needed)."""
+import logging
 import re
 
 import pytest
@@ -7,7 +8,7 @@ from oslo_config import cfg
 
 from notify_transport.exceptions import ConfigurationError, InvalidTransportURL
 from notify_transport.drivers import naming as topics
-from notify_transport.pipeline.kafka_settings import KafkaSettings
+from notify_transport.pipeline.kafka_settings import CONNECTOR_FETCH_WAIT_MS, KafkaSettings
 from notify_transport.pipeline.reading import Subscription, exact_topics_pattern, source_options
 
 
@@ -145,3 +146,19 @@ def test_spark_options_translate_what_the_driver_builder_gives(tmp_path):
     jvm = settings.spark_kafka_options()
     assert jvm["kafka.security.protocol"] == "SSL"
     assert jvm["kafka.ssl.truststore.location"] == "/etc/other-ca.pem"
+
+
+def test_the_connectors_fetches_do_not_wait_out_the_java_default():
+    # Each connector task ends with a fetch past its range, which the broker holds for the
+    # fetch wait: at the Java client's 500 ms a run over many partitions spent most of its time so.
+    jvm = KafkaSettings.from_url("kafka://h:1/").spark_kafka_options()
+    assert jvm["kafka.fetch.max.wait.ms"] == str(CONNECTOR_FETCH_WAIT_MS)
+    assert int(jvm["kafka.fetch.max.wait.ms"]) < 500
+
+
+def test_a_fetch_wait_set_for_the_driver_reaches_the_connector(caplog):
+    settings = KafkaSettings.from_url("kafka://h:1/?librdkafka_config=fetch.wait.max.ms:200")
+    with caplog.at_level(logging.WARNING):
+        jvm = settings.spark_kafka_options()
+    assert jvm["kafka.fetch.max.wait.ms"] == "200"
+    assert "fetch.wait.max.ms" not in caplog.text  # translated, so not reported as ignored

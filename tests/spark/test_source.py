@@ -6,7 +6,7 @@ import pytest
 from pyspark.sql import functions as F
 
 from notify_transport.pipeline.kafka_settings import KafkaSettings
-from notify_transport.pipeline.reading import Subscription, read_kafka
+from notify_transport.pipeline.reading import Subscription, read_decoded, read_kafka
 from notify_transport.pipeline.source import KAFKA_SCHEMA
 
 SIZES = {0: 50, 1: 30, 2: 10}
@@ -64,6 +64,18 @@ def test_batch_read_is_exact_and_has_kafka_columns(spark, kafka_bootstrap, topic
         p: list(range(n)) for p, n in SIZES.items()}
     # one read task per core (local[2]), each reading several Kafka partitions with one client
     assert df.rdd.getNumPartitions() == spark.sparkContext.defaultParallelism == 2
+
+
+def test_the_connectors_partitions_are_decoded_in_one_task_per_core(spark, kafka_bootstrap, topic, connector):
+    # the connector makes a task of every Kafka partition, each a trip through the decoder's
+    # Python worker; read_decoded coalesces them to one per core and keeps every record
+    df = read_decoded(spark, _settings(kafka_bootstrap), Subscription(kafka_topics=(topic,)),
+                      streaming=False, fmt=connector)
+    assert df.rdd.getNumPartitions() == spark.sparkContext.defaultParallelism == 2
+    rows = df.select("partition", "offset", "error").collect()
+    assert sorted((r.partition, r.offset) for r in rows) == sorted(
+        (p, o) for p, n in SIZES.items() for o in range(n))
+    assert all(r.error for r in rows)  # the values are not notifications: each is set aside, none lost
 
 
 def test_batch_read_between_explicit_offsets(spark, kafka_bootstrap, topic):
