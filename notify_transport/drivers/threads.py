@@ -46,7 +46,9 @@ def native(name: str) -> ModuleType:
         from eventlet import patcher
 
         return patcher.original(name)
-    return sys.modules.get(name) or importlib.import_module(name)
+    # Through the import system, never sys.modules directly: while one thread runs the module's
+    # first import, sys.modules already holds it half built, and import_module waits for it.
+    return importlib.import_module(name)
 
 
 def Lock() -> threading.Lock:  # noqa: N802 - named after what it makes

@@ -101,3 +101,64 @@ def test_without_eventlet_the_seam_hands_out_the_standard_primitives() -> None:
     assert threads.current_thread() is threading.current_thread()
     with pytest.raises(ValueError, match="not one of"):
         threads.native("socket")
+
+
+#: A child whose first import of ``queue`` is held open until a second thread asks for a queue too.
+_FIRST_IMPORT_RACE = r'''
+import importlib.abc, importlib.machinery, sys, threading
+sys.modules.pop("queue", None)  # the child imports it afresh, through the slowed loader below
+started, release = threading.Event(), threading.Event()
+
+class SlowQueue(importlib.abc.MetaPathFinder):
+    def find_spec(self, name, path, target=None):
+        if name != "queue":
+            return None
+        spec = importlib.machinery.PathFinder.find_spec(name, path)
+        real = spec.loader
+
+        class Loader(importlib.abc.Loader):
+            def create_module(self, spec):
+                return real.create_module(spec)
+
+            def exec_module(self, module):
+                started.set()
+                release.wait(10)
+                real.exec_module(module)
+
+        spec.loader = Loader()
+        return spec
+
+sys.meta_path.insert(0, SlowQueue())
+from notify_transport.drivers import threads
+errors = []
+
+def make():
+    try:
+        threads.SimpleQueue().put(1)
+    except Exception as exc:
+        errors.append(repr(exc))
+
+first = threading.Thread(target=make)
+first.start()
+assert started.wait(10)
+second = threading.Thread(target=make)
+second.start()
+second.join(0.5)  # asks while the first import is half done; it must wait, not fail
+release.set()
+first.join(10)
+second.join(10)
+print(errors or "ok")
+'''
+
+
+def test_a_queue_asked_for_during_the_first_import_of_queue_waits_for_it():
+    # Regression (a listener pool got nothing in the hybrid service test): two listener threads
+    # asked for their first queue at once; the second took the half-imported module from
+    # sys.modules and failed with AttributeError, and its poll lost the records it had taken.
+    import subprocess
+    import sys
+
+    out = subprocess.run([sys.executable, "-c", _FIRST_IMPORT_RACE], capture_output=True, text=True,
+                         timeout=60, cwd=PACKAGE.parent)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.strip() == "ok", out.stdout

@@ -456,12 +456,43 @@ class KafkaListener(Listener):
                         records.insert(0, first)
                     else:
                         records = [first]
-                messages = self._process(records)
+                try:
+                    messages = self._process(records)
+                except Exception:
+                    self._rewind(consumer, records)
+                    raise
                 if messages:
                     return messages
                 if deadline is not None and time.monotonic() >= deadline:
                     return []
         return []
+
+    def _rewind(self, consumer: Any, records: list[Message]) -> None:
+        """Seek back to where ``records`` began in each partition, after handing them out failed.
+
+        The client's position is already past them, so without this a caller that polls again
+        (as the server does after logging the error) would never see them: the next poll reads
+        them again instead. The records held back behind them go too; they are read again.
+        """
+        first: dict[Partition, int] = {}
+        taken = [r for r in (*records, *self._backlog) if r.error() is None]
+        for record in [*cast("list[ConsumedRecord]", taken), *self._ready]:
+            key = (record.topic(), record.partition())
+            offset = record.offset()
+            if key not in first or offset < first[key]:
+                first[key] = offset
+        self._backlog = [r for r in self._backlog if (r.topic(), r.partition()) not in first]
+        self._ready = [r for r in self._ready if (r.topic(), r.partition()) not in first]
+        for (topic, partition), offset in first.items():
+            position = TopicPartition(topic, partition, offset)
+            try:
+                consumer.seek(position)
+            except KafkaException as exc:  # no longer assigned: its next owner starts at the commit
+                LOG.warning("%s: could not rewind %s after a failed hand-out: %s", self.name,
+                            format_offsets([position]), exc)
+            else:
+                LOG.warning("%s: handing out failed; %s will be read again", self.name,
+                            format_offsets([position]))
 
     def _process(self, records: list[Message]) -> list[IncomingMessage]:
         """Errors out, delayed records held, then :meth:`_hand_out`."""
