@@ -14,12 +14,14 @@ and cached clock, then with a UUID and a datetime made per notification. Each pr
 rate, the CPU time per message (the sending thread's for ``send`` and
 ``rpc``, the whole process's for ``listen``) and, with ``--py-spy``, the
 functions where samples fell (inclusive and self), restricted to the threads
-doing the work. Brokers: a noida-db started here, RabbitMQ on 127.0.0.1:5672.
+doing the work. Brokers: one Apache Kafka node started here (``--broker noida`` for noida-db),
+RabbitMQ on 127.0.0.1:5672.
 """
 from __future__ import annotations
 
 import argparse
 import collections
+import contextlib
 import os
 import shutil
 import subprocess
@@ -30,14 +32,25 @@ import time
 import uuid
 
 
-def _send(impl: str, count: int) -> dict:
-    from notify_transport.testing.brokers import NoidaBroker
+#: Which Kafka broker ``send`` and ``listen`` start (``--broker``).
+BROKER_ENV = "BENCH_PROFILE_BROKER"
 
+
+def _kafka_broker():
+    """A one-node broker of the kind ``--broker`` names: Apache Kafka (the broker of record) or noida-db."""
+    if os.environ.get(BROKER_ENV, "apache-kafka") == "noida":
+        from notify_transport.testing.brokers import NoidaBroker
+        return NoidaBroker()
+    from notify_transport.testing.apache_kafka import ApacheKafka
+    return ApacheKafka()
+
+
+def _send(impl: str, count: int) -> dict:
     from bench import brokers
     from bench.kafka_impls import make_sender
     from bench.payload import make_context, make_payload
 
-    with NoidaBroker() as broker:
+    with _kafka_broker() as broker:
         brokers.create_topics(broker.bootstrap, ["profile.info"], 1)
         ctxt = make_context()
         payload = make_payload(ctxt)
@@ -55,14 +68,12 @@ def _send(impl: str, count: int) -> dict:
 
 
 def _listen(impl: str, count: int) -> dict:
-    from notify_transport.testing.brokers import NoidaBroker
-
     from bench import brokers
     from bench.kafka_impls import make_receiver
     from bench.payload import context_dict, encode_envelope, make_context, make_payload
     from confluent_kafka import Producer
 
-    with NoidaBroker() as broker:
+    with _kafka_broker() as broker:
         bootstrap = broker.bootstrap
         brokers.create_topics(bootstrap, ["profile.info"], 1)
         ctxt = make_context()
@@ -93,14 +104,53 @@ def _listen(impl: str, count: int) -> dict:
                 on_message({}, now)
 
         options = {"decode": False, "on_count": on_count} if impl == "raw" else {}
-        receiver = make_receiver(impl, bootstrap, "profile", "profile", on_message, **options)
-        receiver.start()
-        done.wait(120)
-        cpu = time.process_time() - state["cpu0"]
-        receiver.stop()
+        with _commit_timing() as commits:
+            receiver = make_receiver(impl, bootstrap, "profile", "profile", on_message, **options)
+            wall0 = time.perf_counter()
+            receiver.start()
+            done.wait(120)
+            wall = time.perf_counter() - wall0
+            cpu = time.process_time() - state["cpu0"]
+            receiver.stop()
     n = state["n"]
-    return {"rate": (n - 1) / max(1e-9, state["last"] - state["first"]), "dispatched": n,
-            "process_cpu_us_per_msg": cpu / max(1, n) * 1e6}
+    out = {"rate": (n - 1) / max(1e-9, state["last"] - state["first"]), "dispatched": n,
+           "process_cpu_us_per_msg": cpu / max(1, n) * 1e6}
+    if impl == "ours":
+        out.update(wall_seconds=round(wall, 3), commits=commits["count"],
+                   commit_ms_mean=round(commits["seconds"] / max(1, commits["count"]) * 1e3, 2),
+                   waited_for_commits_seconds=round(commits["waited"], 3))
+    return out
+
+
+@contextlib.contextmanager
+def _commit_timing():
+    """Count notify-transport's synchronous commits and time them, and the polling thread's waits
+    for them (commit-before-dispatch mode), by wrapping the two functions for this run."""
+    from notify_transport.drivers.kafka.delivery import commit
+
+    totals = {"count": 0, "seconds": 0.0, "waited": 0.0}
+    real_commit, real_wait = commit.commit_sync, commit._CommitJob.__call__
+
+    def timed_commit(consumer, offsets):
+        started = time.perf_counter()
+        try:
+            return real_commit(consumer, offsets)
+        finally:
+            totals["count"] += 1
+            totals["seconds"] += time.perf_counter() - started
+
+    def timed_wait(job):
+        started = time.perf_counter()
+        try:
+            return real_wait(job)
+        finally:
+            totals["waited"] += time.perf_counter() - started
+
+    commit.commit_sync, commit._CommitJob.__call__ = timed_commit, timed_wait
+    try:
+        yield totals
+    finally:
+        commit.commit_sync, commit._CommitJob.__call__ = real_commit, real_wait
 
 
 def _rpc(impl: str, count: int) -> dict:
@@ -224,10 +274,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--count", type=int)
     parser.add_argument("--py-spy", dest="py_spy", action="store_true",
                         help="run under py-spy (every thread) and print the top frames")
+    parser.add_argument("--broker", default="apache-kafka", choices=("apache-kafka", "noida"),
+                        help="the Kafka broker send and listen start (default: Apache Kafka, one node)")
     parser.add_argument("--filter", default=None,
                         help="only samples whose stack contains this text (default: the work's "
                              "entry point for the path)")
     args = parser.parse_args(argv)
+    os.environ[BROKER_ENV] = args.broker  # read by _kafka_broker, here or in the py-spy child
     func, default_count = PATHS[args.path]
     count = args.count or default_count
     if args.py_spy and not os.environ.get("BENCH_UNDER_PY_SPY"):

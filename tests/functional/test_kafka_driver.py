@@ -335,3 +335,46 @@ def test_requeue_is_reported_in_commit_before_dispatch_mode(kafka_broker, kafka_
     assert len(warnings) == 1 and got[0].coordinates in warnings[0]  # logged once
     listener.stop()
     listener.cleanup()
+
+
+def test_a_hand_out_that_fails_after_the_fetch_reads_its_records_again(
+        kafka_broker, kafka_driver, unique_topic, collectors, caplog):
+    """The client's position is past what a poll took; when handing them out raises, the
+    listener seeks back on the real broker and the next polls return every record once, in order
+    (the hybrid service's pool once lost its first 40 notifications this way)."""
+    driver = kafka_driver(kafka_broker.url())
+    topic = unique_topic("rewind")
+    listener = listener_for(driver, [(topic, "info")], pool="rewind")
+    listener.start()
+    send(driver, topic, "info", 100)
+    assert driver.flush(10) == 0
+    policy = listener.policy
+    real_on_polled = policy.on_polled
+    failures: list[int] = []
+
+    def fails_once(records):
+        if not failures:
+            failures.append(len(records))
+            raise AttributeError("partially initialized module")
+        return real_on_polled(records)
+
+    policy.on_polled = fails_once
+    got: list = []
+    with caplog.at_level(logging.WARNING, logger="notify_transport"):
+        for _ in range(60):
+            try:
+                got += listener.poll(timeout=0.5, max_messages=500)
+            except AttributeError:
+                assert failures and not got
+            if len(got) >= 100:
+                break
+    assert failures and failures[0] > 0
+    assert payload_ids(got) == list(range(100))
+    assert any("will be read again" in r.getMessage() for r in caplog.records)
+    listener.stop()
+    listener.cleanup()
+    send(driver, topic, "info", 1, start=100)
+    assert driver.flush(10) == 0
+    successor = collectors(listener_for(driver, [(topic, "info")], pool="rewind"))
+    assert payload_ids(successor.wait_for(1)) == [100]  # everything before was committed once
+    assert len(successor.settle()) == 1

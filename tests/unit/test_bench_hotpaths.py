@@ -265,3 +265,24 @@ def test_build_profile_row_runs():
     assert set(row) == {"pooled_ids_cached_clock_ns_per_msg", "uuid4_and_datetime_per_call_ns_per_msg",
                         "saved_ns_per_msg"}
     assert row["pooled_ids_cached_clock_ns_per_msg"] > 0 and row["uuid4_and_datetime_per_call_ns_per_msg"] > 0
+
+
+def test_the_listen_profile_counts_commits_and_waits_then_puts_the_functions_back():
+    from confluent_kafka import TopicPartition
+
+    from bench.profile_hot import _commit_timing
+    from notify_transport.drivers.kafka.delivery import commit
+
+    class Consumer:
+        def commit(self, offsets=None, asynchronous=True):
+            return offsets
+
+    real_commit, real_wait = commit.commit_sync, commit._CommitJob.__call__
+    offsets = [TopicPartition("t", 0, 5)]
+    with _commit_timing() as totals:
+        assert commit.commit_sync(Consumer(), offsets) == (offsets, None)
+        job = commit._CommitJob(offsets, lambda _offsets, _err: None)
+        job.done.set()
+        job()
+    assert totals["count"] == 1 and totals["seconds"] >= 0 and totals["waited"] >= 0
+    assert commit.commit_sync is real_commit and commit._CommitJob.__call__ is real_wait
