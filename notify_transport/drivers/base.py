@@ -99,6 +99,12 @@ class Listener(abc.ABC):
     driver returns what it has as soon as it has anything.
     """
 
+    #: Most messages the driver takes from its broker in one go when the caller lets it
+    #: (Kafka's ``max_poll_records``: one take, one commit); None when it has no such bound.
+    #: A caller that dispatches one by one asks for at least this many, so that its own
+    #: poll size never caps what the driver's option says.
+    take_size: int | None = None
+
     def __init__(self, stopped: threading.Event | None = None) -> None:
         #: set by stop(); a driver whose own threads wait on it passes a native event
         #: (drivers/threads.py), the others get the standard module's, green under eventlet

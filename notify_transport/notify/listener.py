@@ -27,8 +27,15 @@ LOG = logging.getLogger(__name__)
 #: dispatches them one by one. Taking what the driver already has in one call
 #: instead of one message per poll saves a poll per message; drivers return as
 #: soon as they have one, and may hand a large take out over several polls
-#: (which is why a graceful stop polls until ``[]``).
+#: (which is why a graceful stop polls until ``[]``). A driver whose own take
+#: is larger (``Listener.take_size``) is asked for that many instead.
 DISPATCH_POLL_SIZE = 500
+
+
+def dispatch_poll_size(listener: Listener) -> int:
+    """How many messages to ask ``listener`` for at once when dispatching one by one."""
+    own = getattr(listener, "take_size", None)  # a third-party driver's listener may not declare it
+    return own if own is not None and own > DISPATCH_POLL_SIZE else DISPATCH_POLL_SIZE
 
 
 class NotificationServer(MessageHandlingServer):
@@ -142,7 +149,7 @@ class NotificationServer(MessageHandlingServer):
         may be committed already, so nobody else would ever dispatch it)."""
         while not self._aborting:
             try:
-                batch = listener.poll(timeout=0, max_messages=DISPATCH_POLL_SIZE)
+                batch = listener.poll(timeout=0, max_messages=dispatch_poll_size(listener))
             except Exception:
                 LOG.exception("%r: polling what was received before the stop failed", self)
                 return
@@ -153,7 +160,7 @@ class NotificationServer(MessageHandlingServer):
     def _next_batch(self, listener: Listener) -> list[IncomingMessage]:
         if not self.dispatcher.batch:
             # dispatched one at a time: take whatever is there, never wait for more
-            return listener.poll(timeout=POLL_INTERVAL, max_messages=DISPATCH_POLL_SIZE)
+            return listener.poll(timeout=POLL_INTERVAL, max_messages=dispatch_poll_size(listener))
         size = self.batch_size
         batch = listener.poll(timeout=POLL_INTERVAL, max_messages=size)
         if not batch or size == 1 or len(batch) >= size:

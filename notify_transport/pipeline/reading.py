@@ -50,6 +50,12 @@ def choose_format(spark, fmt: str = "auto") -> str:
     return fmt
 
 
+def reads_in_python(spark, fmt: str = "auto") -> bool:
+    """Whether a read with ``fmt`` runs in Python (``notify_kafka``), the read
+    :func:`~notify_transport.pipeline.session.warm_up` starts processes for."""
+    return choose_format(spark, fmt) == FORMAT_NAME
+
+
 def source_options(settings: KafkaSettings, subscription: Subscription, fmt: str,
                    starting_offsets: str = "earliest", max_per_trigger: int | None = None,
                    fail_on_data_loss: bool = True, streaming: bool = True,

@@ -190,20 +190,35 @@ class _WarmUpReader(DataSourceReader):
         return iter(())
 
 
-def warm_up(spark) -> threading.Thread:
-    """Start Spark's Python processes for a ``notify_kafka`` read now, in a background thread.
+def _imported_batches(batches: Iterator) -> Iterator:
+    """``mapInArrow`` function of the warm-up: a worker that imported the decoder, no rows."""
+    _import_reading_modules()
+    for _ in batches:
+        pass
+    return iter(())
 
-    A run's critical path otherwise starts them one after the other (the
-    planner, then the read tasks' workers) while the second core idles; started
-    here they are ready by the time the query needs them. Failures are only
-    logged: the query starts what it needs itself. Join the thread before
-    stopping the session.
+
+def warm_up(spark, reads_in_python: bool = True) -> threading.Thread:
+    """Start Spark's Python processes for the run's read now, in a background thread.
+
+    A run's critical path otherwise starts them one after the other while the
+    second core idles; started here they are ready by the time the query needs
+    them. A ``notify_kafka`` read (``reads_in_python``) needs its planner and
+    its readers' workers; Spark's connector reads in the JVM and needs only the
+    workers of the decoder's Arrow UDF, which a small Arrow map starts (its
+    workers stay for the query, Spark reusing them). Failures are only logged:
+    the query starts what it needs itself. Join the thread before stopping the
+    session.
     """
-    tasks = str(max(1, spark.sparkContext.defaultParallelism))
+    count = max(1, spark.sparkContext.defaultParallelism)
+    tasks = str(count)
 
     def run() -> None:
         try:
-            spark.read.format(WARM_UP_FORMAT).option("readerTasks", tasks).load().collect()
+            if reads_in_python:
+                spark.read.format(WARM_UP_FORMAT).option("readerTasks", tasks).load().collect()
+            else:
+                spark.range(0, count, 1, count).mapInArrow(_imported_batches, "id long").collect()
         except Exception as exc:  # noqa: BLE001  (best effort: the query does the same work itself)
             LOG.debug("Warming up Python workers failed: %s", exc)
 

@@ -241,6 +241,20 @@ def test_single_dispatch_listener_takes_every_message_a_poll_has():
     assert server.stats.received == 5 and server.stats.dispatched == 5
 
 
+def test_a_listener_with_a_larger_take_is_asked_for_all_of_it():
+    scripted = _ScriptedListener([])
+    scripted.take_size = 2000  # a Kafka listener with max_poll_records = 2000
+    server = listener_mod.NotificationServer(_Transport(scripted), [Target(topic="t")],
+                                             NotificationDispatcher([Recorder()]))
+    server.start()
+    deadline = time.monotonic() + 5
+    while not scripted.asked and time.monotonic() < deadline:
+        time.sleep(0.01)
+    server.stop()
+    server.wait(5)
+    assert scripted.asked and set(scripted.asked) == {2000}
+
+
 def test_each_notifier_has_its_own_clock_shared_with_its_prepared_copies():
     from oslo_config import cfg
 

@@ -101,6 +101,7 @@ class KafkaListener(Listener):
                              or self._kip848)
         self._admin = admin
         self._max_records = max(1, int(max_poll_records))
+        self.take_size = self._max_records
         self._slice = max(0.001, min(consumer_timeout, STOP_CHECK_INTERVAL))
         self._start_timeout = start_timeout
         self._op_timeout = operation_timeout
