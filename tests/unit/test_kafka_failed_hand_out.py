@@ -100,4 +100,3 @@ def test_a_partition_that_moved_away_is_left_to_its_next_owner(caplog):
         listener.poll(timeout=0, max_messages=10)
     assert "could not rewind t.info[0]@0" in caplog.text
     assert not client.commits  # nothing was committed past them: the next owner reads them
-

@@ -100,8 +100,8 @@ class KafkaListener(Listener):
         self._cooperative = ("cooperative" in str(config.get("partition.assignment.strategy", ""))
                              or self._kip848)
         self._admin = admin
-        self._max_records = max(1, int(max_poll_records))
-        self.take_size = self._max_records
+        #: max_poll_records: the most one poll takes from the client (one commit)
+        self.take_size: int = max(1, int(max_poll_records))
         self._slice = max(0.001, min(consumer_timeout, STOP_CHECK_INTERVAL))
         self._start_timeout = start_timeout
         self._op_timeout = operation_timeout
@@ -400,7 +400,8 @@ class KafkaListener(Listener):
             if self.stopped:
                 return []
             raise MessagingException(f"{self.name}: poll() called before start()")
-        limit = max_messages if max_messages < self._max_records else self._max_records
+        take = self.take_size
+        limit = max_messages if max_messages < take else take
         if limit < 1:
             limit = 1
         deadline = None if timeout is None else time.monotonic() + timeout
