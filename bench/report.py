@@ -96,6 +96,17 @@ def _cluster_rows(key: str, fault: str, exact: bool) -> tuple[Measure, ...]:
     )
 
 
+def _readiness_rows(key: str, protocol: str) -> tuple[Measure, ...]:
+    """The demo's four listeners in two pools, started one after another, under one group
+    protocol (issue 30's readiness goals as targets)."""
+    ours = ("ours",)
+    return (
+        Measure(key, f"Kafka listeners ready, {protocol} protocol (demo: 4 in 2 pools): slowest start()",
+                "longest_s", "s", (Target("abs_max", 1),), False, impls=ours),
+        Measure(key, "  all four started", "all_s", "s", (Target("abs_max", 2),), False, impls=ours),
+    )
+
+
 def _rabbit_cluster_rows(key: str, fault: str) -> tuple[Measure, ...]:
     """RPC on a three-node RabbitMQ cluster during a fault (issue 32's goals as targets), ours and
     oslo.messaging's rabbit driver side by side."""
@@ -124,6 +135,8 @@ MEASURES: tuple[Measure, ...] = (
             (Target("vs_oslo_min", 10), Target("vs_raw_min", 0.5))),
     Measure("kafka_listen_p6", "  raw = consume + orjson decode of each record", "rate", "msg/s",
             (), raw_metric="decode_rate", impls=("ours", "raw")),
+    *_readiness_rows("readiness_classic", "classic"),
+    *_readiness_rows("readiness_consumer", "consumer (KIP-848)"),
     Measure("serve_w1", "serve dispatch, 1 worker, 4 partitions", "rate", "msg/s", impls=("ours",)),
     Measure("serve_w2", "serve dispatch, 2 workers, 4 partitions", "rate", "msg/s", impls=("ours",)),
     *_storm_rows("storm_apache-kafka", "Apache Kafka (one node)"),

@@ -35,7 +35,7 @@ LOG = logging.getLogger("bench")
 RESULTS_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "results")
 
 #: measures on the run's one Kafka broker (--kafka-broker, or --kafka-bootstrap)
-SHARED_KAFKA_MEASURES = ("kafka_send", "kafka_listen", "kafka_e2e", "serve_workers")
+SHARED_KAFKA_MEASURES = ("kafka_send", "kafka_listen", "kafka_e2e", "serve_workers", "kafka_readiness")
 #: the broker restart storm kills its brokers: it starts its own Apache Kafka, noida-db and
 #: Tansu; the cluster faults start a three-node Apache Kafka of their own
 KAFKA_MEASURES = SHARED_KAFKA_MEASURES + ("kafka_restart_storm", "kafka_cluster_faults")
@@ -43,6 +43,8 @@ KAFKA_MEASURES = SHARED_KAFKA_MEASURES + ("kafka_restart_storm", "kafka_cluster_
 STORM_BROKERS = ("apache-kafka", "noida", "tansu")
 #: the three-node cluster's faults, each a row group (results key ``cluster_<fault>``)
 CLUSTER_FAULTS = ("leader", "rolling", "down")
+#: the group protocols the readiness rows compare (results key ``readiness_<protocol>``)
+GROUP_PROTOCOLS = ("classic", "consumer")
 RABBIT_MEASURES = ("rpc", "rabbit_notify", "ntrabbit")
 #: a three-node RabbitMQ cluster of its own per fault and driver (results key ``rabbit_cluster_<fault>``)
 RABBIT_CLUSTER_MEASURES = ("rabbit_cluster_faults",)
@@ -244,7 +246,7 @@ class Run:
     def progress(self, key: str, impl: str, result: dict, round_no: int | None = None) -> None:
         summary = {k: (round(v, 3) if isinstance(v, float) else v) for k, v in result.items()
                    if k in ("rate", "p50_ms", "p99_ms", "error", "note", "sent", "dispatched",
-                            "rounds")}
+                            "rounds", "ready_s", "all_s")}
         label = f"{key} #{round_no + 1}" if round_no is not None else key
         LOG.info("%-22s %-5s %s", label, impl, summary)
         print(f"  {label:<22} {impl:<5} {json.dumps(summary)}", flush=True)
@@ -372,6 +374,27 @@ class Run:
                              max_seconds=s.serve_max_seconds)
             result["partitions"] = s.serve_partitions
             self.record(key, "ours", result)
+
+    def kafka_readiness(self) -> None:
+        """The demo's four listeners in two pools started one after another, under each group
+        protocol in turn, ``sizes.rounds`` times (ours only); the round with the median time for
+        all four is kept. noida-db does not speak Kafka 4's ``consumer`` protocol: there only
+        ``classic`` runs (``bench/kafka_readiness.py``)."""
+        if "ours" not in self.impls:
+            return
+        protocols = [p for p in GROUP_PROTOCOLS
+                     if p == "classic" or self.args.kafka_bootstrap or self.args.kafka_broker == "apache-kafka"]
+        rounds: dict[str, list[dict]] = {p: [] for p in protocols}
+        for n in range(self.sizes.rounds):
+            for protocol in protocols:
+                key = f"readiness_{protocol}"
+                result = run_worker("bench.kafka_readiness:measure", dict(
+                    bootstrap=self.bootstrap, protocol=protocol, topic=f"{self.prefix}-ready-{protocol}-{n}"),
+                    timeout=240, name=f"kafka_readiness/{protocol}")
+                rounds[protocol].append(result)
+                self.progress(key, "ours", result, n)
+        for protocol, results in rounds.items():
+            self.record(f"readiness_{protocol}", "ours", median_result(results, "all_s"))
 
     def kafka_cluster_faults(self) -> None:
         """A three-node Apache Kafka's faults under the storm's load (ours only), each a row group:
@@ -559,6 +582,8 @@ class Run:
                             self.guarded("kafka_listen", self.kafka_listen, 20)
                         if "serve_workers" in self.measures:
                             self.guarded("serve_workers", self.serve_workers, 30)
+                        if "kafka_readiness" in self.measures:
+                            self.guarded("kafka_readiness", self.kafka_readiness, 15 * self.sizes.rounds)
                     finally:
                         procs.kill_all()
                         deleted = brokers.delete_topics(bootstrap, self.prefix)

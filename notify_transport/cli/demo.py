@@ -13,6 +13,7 @@ import socket
 import threading
 import time
 import uuid
+from dataclasses import dataclass, field
 from typing import Any
 
 from notify_transport import (Notifier, Target, get_notification_listener,
@@ -86,7 +87,21 @@ class _Tally:
             return all(len(self.seqs[p]) >= count for p in pools)
 
 
-def _with_demo_defaults(url: str) -> str:
+@dataclass
+class Outcome:
+    """What one exchange found: whether every pool got every notification exactly once, and how
+    long each listener's ``start()`` took, in the order they were started (the benchmark's
+    readiness rows read it)."""
+
+    ok: bool = False
+    ready_s: list[float] = field(default_factory=list)
+    #: from the first listener's creation to the last one's return from start()
+    all_started_s: float = 0.0
+    elapsed_s: float = 0.0
+
+
+def with_demo_defaults(url: str) -> str:
+    """``url`` with the demo's own defaults where it sets none (two partitions on Kafka)."""
     parsed = TransportURL.parse(None, url)
     if parsed.transport == "kafka" and "topic_partitions" not in parsed.query:
         parsed.query["topic_partitions"] = "2"  # so the listeners of a pool split the stream
@@ -99,20 +114,23 @@ def run(args: argparse.Namespace) -> int:
         raise ConfigurationError("--pools needs at least one pool name")
     conf = load_conf(args)
     with url_or_embedded_broker(args, conf) as url:
-        transport = get_notification_transport(conf, _with_demo_defaults(url))
+        transport = get_notification_transport(conf, with_demo_defaults(url))
         print(f"transport: {transport.url.redacted()}")
         try:
-            return _exchange(transport, pools, args)
+            return 0 if exchange(transport, pools, args).ok else 1
         finally:
             transport.cleanup()
 
 
-def _exchange(transport: Any, pools: list[str], args: argparse.Namespace) -> int:
-    topic = f"demo-{uuid.uuid4().hex[:8]}"
+def exchange(transport: Any, pools: list[str], args: argparse.Namespace, topic: str | None = None) -> Outcome:
+    """Start ``args.listeners_per_pool`` listeners per pool one after another on a new topic, send
+    ``args.count`` notifications, wait for them (``args.timeout``) and print what flowed."""
+    topic = topic or f"demo-{uuid.uuid4().hex[:8]}"
     tally = _Tally()
     servers = []
     started = time.monotonic()
-    took: list[float] = []
+    outcome = Outcome()
+    took = outcome.ready_s
     try:
         for pool in pools:
             for i in range(args.listeners_per_pool):
@@ -122,8 +140,9 @@ def _exchange(transport: Any, pools: list[str], args: argparse.Namespace) -> int
                 server.start()
                 took.append(time.monotonic() - began)
                 servers.append(server)
+        outcome.all_started_s = time.monotonic() - started
         print(f"started {len(servers)} listeners on topic {topic!r} in pools {', '.join(pools)} "
-              f"({time.monotonic() - started:.1f}s; each ready in "
+              f"({outcome.all_started_s:.1f}s; each ready in "
               f"{', '.join(f'{t:.2f}' for t in took)}s)")
         base = Notifier(transport, driver="messagingv2", topics=[topic])
         # several publishers: Kafka keys by publisher_id, so they spread over partitions
@@ -143,16 +162,17 @@ def _exchange(transport: Any, pools: list[str], args: argparse.Namespace) -> int
         deadline = time.monotonic() + args.timeout
         while not tally.done(pools, args.count) and time.monotonic() < deadline:
             time.sleep(0.05)
-        elapsed = time.monotonic() - t0
+        outcome.elapsed_s = time.monotonic() - t0
     finally:
         for server in servers:
             server.stop()
         for server in servers:
             server.wait()
-    return _report(tally, pools, args, elapsed)
+    outcome.ok = _report(tally, pools, args, outcome.elapsed_s)
+    return outcome
 
 
-def _report(tally: _Tally, pools: list[str], args: argparse.Namespace, elapsed: float) -> int:
+def _report(tally: _Tally, pools: list[str], args: argparse.Namespace, elapsed: float) -> bool:
     ok = True
     print(f"\n{'pool':<12} {'listener':>8} {'received':>9}")
     for pool in pools:
@@ -170,4 +190,4 @@ def _report(tally: _Tally, pools: list[str], args: argparse.Namespace, elapsed: 
               f"{dupes} duplicates -> {verdict}\n  by event type: {events}")
     print(f"\n{len(pools) * args.count} deliveries in {elapsed:.2f}s: "
           f"{'every pool received every notification exactly once' if ok else 'DELIVERY INCOMPLETE'}")
-    return 0 if ok else 1
+    return ok

@@ -97,7 +97,7 @@ def read_kafka(spark, settings: KafkaSettings, subscription: Subscription, *, st
     options = source_options(settings, subscription, fmt, starting_offsets, max_per_trigger,
                              fail_on_data_loss, streaming, ending_offsets)
     if fmt == FORMAT_NAME:
-        options["readerTasks"] = str(_read_tasks(spark))
+        options["readerTasks"] = str(read_tasks(spark))
     LOG.info("Reading %s with the %s format from %s", subscription.options(), fmt, settings.url)
     reader = spark.readStream if streaming else spark.read
     df = reader.format(fmt).options(**options).load()
@@ -124,16 +124,17 @@ def read_decoded(spark, settings: KafkaSettings, subscription: Subscription, *, 
         # The connector makes a task of every Kafka partition, and each task pays for a trip
         # through the decoder's Python worker: on many small partitions that costs more than
         # the records do. One task per core reads its partitions one after another.
-        records = records.coalesce(_read_tasks(spark))
+        records = records.coalesce(read_tasks(spark))
         return decode.decode(records, subscription.base_topics, with_payload)
     options = source_options(settings, subscription, fmt, streaming=streaming, **read_options)
     options.update({"decode": "true", "baseTopics": ",".join(subscription.base_topics),
-                    "decodePayload": "true" if with_payload else "false", "readerTasks": str(_read_tasks(spark))})
+                    "decodePayload": "true" if with_payload else "false", "readerTasks": str(read_tasks(spark))})
     LOG.info("Reading and decoding %s with the %s format from %s", subscription.options(), fmt, settings.url)
     reader = spark.readStream if streaming else spark.read
     return reader.format(fmt).options(**options).load()
 
 
-def _read_tasks(spark) -> int:
-    """One read task per core Spark gives a stage by default (either source)."""
+def read_tasks(spark) -> int:
+    """One read task per core Spark gives a stage by default (either source, and the warm-up
+    that starts their Python workers)."""
     return max(1, spark.sparkContext.defaultParallelism)

@@ -210,7 +210,9 @@ def warm_up(spark, reads_in_python: bool = True) -> threading.Thread:
     the query starts what it needs itself. Join the thread before stopping the
     session.
     """
-    count = max(1, spark.sparkContext.defaultParallelism)
+    from notify_transport.pipeline.reading import read_tasks  # not at import: executors load this module
+
+    count = read_tasks(spark)
     tasks = str(count)
 
     def run() -> None:

@@ -361,3 +361,52 @@ def test_ntrabbit_round_records_prefixed_keys_in_ours_and_oslo_columns(monkeypat
     assert {r.label for r in report.evaluate(r.results)} >= {"oslo API, ntrabbit:// vs rabbit://: call p50",
                                                              "  eventlet-patched: call p50"}
     assert f"{r.prefix}-ntr-eventlet-oslo.bench-server" in vhost._queues
+
+
+# -- listener readiness (issue 30's targets: each start() <= 1 s, the demo's four <= 2 s) --------
+
+def test_readiness_runs_both_protocols_on_apache_kafka_and_keeps_the_median_round(monkeypatch):
+    calls, times = [], iter([3.0, 1.5, 1.3, 1.6, 1.4, 1.5])
+
+    def fake_worker(target, kwargs, timeout, name=None):
+        calls.append((kwargs["protocol"], kwargs["topic"]))
+        all_s = next(times)
+        return {"ready_s": [all_s / 4] * 4, "longest_s": all_s / 4, "all_s": all_s}
+
+    monkeypatch.setattr(run, "run_worker", fake_worker)
+    r = run.Run(run.build_parser().parse_args(["--rounds", "3"]))
+    r.bootstrap = "127.0.0.1:1"
+    r.kafka_readiness()
+    assert [p for p, _ in calls] == ["classic", "consumer"] * 3
+    assert len({topic for _, topic in calls}) == 6  # a new topic, so a new group, every time
+    classic, consumer = r.results["readiness_classic"]["ours"], r.results["readiness_consumer"]["ours"]
+    assert (classic["all_s"], classic["rounds"]) == (1.4, [3.0, 1.3, 1.4])
+    assert consumer["all_s"] == 1.5
+    rows = {row.label.strip(): row for row in report.evaluate(r.results)}
+    slowest = rows["Kafka listeners ready, classic protocol (demo: 4 in 2 pools): slowest start()"]
+    assert (slowest.values["ours"], slowest.verdict) == (0.35, "PASS")
+    assert rows["all four started"].verdict == "PASS"
+
+
+def test_readiness_on_noida_runs_the_classic_protocol_only(monkeypatch):
+    protocols = []
+    monkeypatch.setattr(run, "run_worker", lambda target, kwargs, timeout, name=None: (
+        protocols.append(kwargs["protocol"]) or {"longest_s": 1.2, "all_s": 2.5}))
+    r = run.Run(run.build_parser().parse_args(["--rounds", "1", "--kafka-broker", "noida"]))
+    r.kafka_readiness()
+    assert protocols == ["classic"] and "readiness_consumer" not in r.results
+    verdicts = [row.verdict for row in report.evaluate(r.results)]
+    assert verdicts == ["FAIL", "FAIL"]
+
+
+def test_readiness_url_is_the_demos_with_the_protocol_and_the_bench_query(monkeypatch):
+    from bench import kafka_readiness
+    from bench.kafka_impls import OURS_QUERY_ENV
+    from notify_transport.url import TransportURL
+
+    monkeypatch.setenv(OURS_QUERY_ENV, "heartbeat_interval=0.25")
+    query = TransportURL.parse(None, kafka_readiness.url_for("127.0.0.1:9092", "consumer")).query
+    assert query == {"heartbeat_interval": "0.25", "group_protocol": "consumer", "topic_partitions": "2"}
+    monkeypatch.setenv(OURS_QUERY_ENV, "")
+    assert "heartbeat_interval" not in TransportURL.parse(
+        None, kafka_readiness.url_for("127.0.0.1:9092", "classic")).query

@@ -55,7 +55,7 @@ def test_defaults_match_oslo_and_add_safe_delivery(conf):
     assert consumer["auto.offset.reset"] == "latest"
     assert consumer["max.partition.fetch.bytes"] == 1024 * 1024
     assert consumer["session.timeout.ms"] == 45000
-    assert consumer["heartbeat.interval.ms"] == 1000
+    assert consumer["heartbeat.interval.ms"] == 500
     assert consumer["queued.min.messages"] == 5000
     assert consumer["fetch.queue.backoff.ms"] == 10
     assert "acks" not in consumer and "group.id" not in producer

@@ -111,12 +111,15 @@ extra_opts = [
     cfg.FloatOpt('session_timeout', default=45.0, min=0.001,
                  help='Consumer group session timeout in seconds: a listener '
                       'that sends no heartbeat for this long is evicted.'),
-    cfg.FloatOpt('heartbeat_interval', default=1.0, min=0.001,
+    cfg.FloatOpt('heartbeat_interval', default=0.5, min=0.001,
                  help='Seconds between consumer group heartbeats; keep it well '
                       'under session_timeout. Under the classic group protocol a '
                       'listener joining a pool waits for the pool\'s other '
                       'listeners to learn of it from their next heartbeat, so this '
-                      'is also about how long a second listener takes to start.'),
+                      'is also about how long a second listener takes to start '
+                      '(about 0.5 s at the default). librdkafka sends them no '
+                      'sooner than its group thread wakes, so values below 0.5 '
+                      'bought nothing where this was measured.'),
     cfg.StrOpt('group_protocol', default='classic', choices=['classic', 'consumer'],
                help='How listeners of a pool agree on who reads which partition '
                     '(librdkafka group.protocol). classic: the listeners rebalance '
