@@ -41,6 +41,26 @@ def listener_for(driver, pairs, pool=None, **options):
                                            **options)
 
 
+def started_with_sent(driver, topic: str, count: int, pool: str | None = None):
+    """A started listener of ``pool`` on ``topic``'s info priority, with ``count`` notifications
+    sent to it after start() returned and confirmed by the broker."""
+    listener = listener_for(driver, [(topic, "info")], pool=pool)
+    listener.start()
+    send(driver, topic, "info", count)
+    assert driver.flush(10) == 0
+    return listener
+
+
+def poll_until(listener, count: int, tries: int = 20) -> list[IncomingMessage]:
+    """What ``listener.poll()`` returns until ``count`` messages came, or ``tries`` polls of 0.5 s."""
+    got: list[IncomingMessage] = []
+    for _ in range(tries):
+        got += listener.poll(timeout=0.5, max_messages=10)
+        if len(got) >= count:
+            break
+    return got
+
+
 def payload_ids(messages: list[IncomingMessage]) -> list[int]:
     return [m.message["payload"]["i"] for m in messages]
 
@@ -175,16 +195,8 @@ def test_poison_records_are_skipped(kafka_bootstrap, kafka_driver, unique_topic,
 def test_message_sent_right_after_start_is_received(kafka_bootstrap, kafka_driver, unique_topic):
     driver = kafka_driver(kafka_bootstrap.url())
     topic = unique_topic("first")
-    listener = listener_for(driver, [(topic, "info")], pool="first")
-    listener.start()
-    send(driver, topic, "info", 1)
-    assert driver.flush(10) == 0
-    got = []
-    for _ in range(20):
-        got += listener.poll(timeout=0.5, max_messages=10)
-        if got:
-            break
-    assert payload_ids(got) == [0]
+    listener = started_with_sent(driver, topic, 1, pool="first")
+    assert payload_ids(poll_until(listener, 1)) == [0]
     listener.stop()
     listener.cleanup()
 
@@ -210,16 +222,8 @@ def test_commit_before_dispatch(kafka_bootstrap, kafka_driver, unique_topic, col
     again, even though it was never acknowledged."""
     driver = kafka_driver(kafka_bootstrap.url())
     topic = unique_topic("cbd")
-    listener = listener_for(driver, [(topic, "info")], pool="cbd")
-    listener.start()
-    send(driver, topic, "info", 3)
-    assert driver.flush(10) == 0
-    polled = []
-    for _ in range(20):
-        polled += listener.poll(timeout=0.5, max_messages=10)
-        if len(polled) == 3:
-            break
-    assert payload_ids(polled) == [0, 1, 2]
+    listener = started_with_sent(driver, topic, 3, pool="cbd")
+    assert payload_ids(poll_until(listener, 3)) == [0, 1, 2]
     send(driver, topic, "info", 2, start=3)  # fetched by nobody yet
     assert driver.flush(10) == 0
     listener.stop()
@@ -319,15 +323,8 @@ def test_start_fails_clearly_on_a_setting_the_broker_refuses(kafka_broker, kafka
 def test_requeue_is_reported_in_commit_before_dispatch_mode(kafka_broker, kafka_driver, unique_topic, caplog):
     driver = kafka_driver(kafka_broker.url())
     topic = unique_topic("rq")
-    listener = listener_for(driver, [(topic, "info")])
-    listener.start()
-    send(driver, topic, "info", 2)
-    assert driver.flush(10) == 0
-    got = []
-    for _ in range(20):
-        got += listener.poll(timeout=0.5, max_messages=10)
-        if len(got) == 2:
-            break
+    listener = started_with_sent(driver, topic, 2)
+    got = poll_until(listener, 2)
     caplog.set_level(logging.WARNING, "notify_transport.drivers.kafka")
     for message in got:
         message.requeue()
@@ -344,10 +341,7 @@ def test_a_hand_out_that_fails_after_the_fetch_reads_its_records_again(
     (the hybrid service's pool once lost its first 40 notifications this way)."""
     driver = kafka_driver(kafka_broker.url())
     topic = unique_topic("rewind")
-    listener = listener_for(driver, [(topic, "info")], pool="rewind")
-    listener.start()
-    send(driver, topic, "info", 100)
-    assert driver.flush(10) == 0
+    listener = started_with_sent(driver, topic, 100, pool="rewind")
     policy = listener.policy
     real_on_polled = policy.on_polled
     failures: list[int] = []
