@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import os
 import sys
 
 from bench.kafka_impls import OURS_QUERY_ENV
@@ -21,8 +22,6 @@ from bench.kafka_impls import OURS_QUERY_ENV
 
 def url_for(bootstrap: str, protocol: str) -> str:
     """The demo's URL for ``bootstrap`` with ``group_protocol`` and any ``--ours-kafka-query``."""
-    import os
-
     from notify_transport.cli.demo import with_demo_defaults
 
     query = "&".join(filter(None, (os.environ.get(OURS_QUERY_ENV, ""), f"group_protocol={protocol}")))

@@ -384,17 +384,13 @@ class Run:
             return
         protocols = [p for p in GROUP_PROTOCOLS
                      if p == "classic" or self.args.kafka_bootstrap or self.args.kafka_broker == "apache-kafka"]
-        rounds: dict[str, list[dict]] = {p: [] for p in protocols}
-        for n in range(self.sizes.rounds):
-            for protocol in protocols:
-                key = f"readiness_{protocol}"
-                result = run_worker("bench.kafka_readiness:measure", dict(
-                    bootstrap=self.bootstrap, protocol=protocol, topic=f"{self.prefix}-ready-{protocol}-{n}"),
-                    timeout=240, name=f"kafka_readiness/{protocol}")
-                rounds[protocol].append(result)
-                self.progress(key, "ours", result, n)
-        for protocol, results in rounds.items():
-            self.record(f"readiness_{protocol}", "ours", median_result(results, "all_s"))
+
+        def measure(impl: str, n: int) -> dict[str, dict]:
+            return {f"readiness_{protocol}": run_worker("bench.kafka_readiness:measure", dict(
+                bootstrap=self.bootstrap, protocol=protocol, topic=f"{self.prefix}-ready-{protocol}-{n}"),
+                timeout=240, name=f"kafka_readiness/{protocol}") for protocol in protocols}
+
+        self.interleaved(["ours"], measure, {f"readiness_{protocol}": "all_s" for protocol in protocols})
 
     def kafka_cluster_faults(self) -> None:
         """A three-node Apache Kafka's faults under the storm's load (ours only), each a row group:
