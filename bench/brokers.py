@@ -3,8 +3,7 @@
 Kafka: an external cluster (``--kafka-bootstrap``), else the broker that
 ``--kafka-broker`` names started for the run: Apache Kafka (one KRaft node,
 ``notify_transport.testing.apache_kafka``, the broker of record) or noida-db
-(through ``notify_transport.testing.brokers.NoidaBroker`` when that module
-exists, else started here the same way). Topics of a run share a prefix and are
+(``notify_transport.testing.brokers.NoidaBroker``). Topics of a run share a prefix and are
 deleted at the end.
 
 RabbitMQ (127.0.0.1:5672 by default): each run gets its own vhost, made with
@@ -17,22 +16,13 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import os
 import shutil
-import signal
 import socket
 import subprocess
-import tempfile
 import time
 from typing import Iterator
 
 LOG = logging.getLogger(__name__)
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def wait_port(host: str, port: int, timeout: float) -> None:
@@ -45,37 +35,6 @@ def wait_port(host: str, port: int, timeout: float) -> None:
             if time.monotonic() > deadline:
                 raise TimeoutError(f"nothing listens on {host}:{port} after {timeout}s") from None
             time.sleep(0.1)
-
-
-class _OwnNoida:
-    """noida-db on a free loopback port with a throw-away data dir."""
-
-    def __init__(self) -> None:
-        self.port = free_port()
-        self.data_dir = tempfile.mkdtemp(prefix="bench-noida-")
-        exe = shutil.which("noida-db") or os.path.join(os.path.dirname(os.sys.executable), "noida-db")
-        self.proc = subprocess.Popen(
-            [exe, "start", "--only", "kafka", "--kafka-port", str(self.port), "--host", "127.0.0.1",
-             "--data-dir", self.data_dir],
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
-        try:
-            wait_port("127.0.0.1", self.port, 30)
-        except Exception:
-            self.stop()
-            raise
-        self.bootstrap = f"127.0.0.1:{self.port}"
-
-    def stop(self) -> None:
-        if self.proc.poll() is None:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(self.proc.pid, signal.SIGTERM)
-            try:
-                self.proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                with contextlib.suppress(ProcessLookupError):
-                    os.killpg(self.proc.pid, signal.SIGKILL)
-                self.proc.wait(timeout=5)
-        shutil.rmtree(self.data_dir, ignore_errors=True)
 
 
 @contextlib.contextmanager
@@ -91,23 +50,14 @@ def kafka_broker(bootstrap: str | None = None, kind: str = "noida") -> Iterator[
             version = kafka.artifacts.properties.get("kafka.version", "pinned")
             yield kafka.bootstrap, f"Apache Kafka ({version}, one KRaft node) at {kafka.bootstrap}"
         return
+    from notify_transport.testing.brokers import NoidaBroker
+
+    broker = NoidaBroker()
+    broker.start()
     try:
-        from notify_transport.testing.brokers import NoidaBroker  # type: ignore[attr-defined]
-    except ImportError:
-        NoidaBroker = None
-    if NoidaBroker is not None:
-        broker = NoidaBroker()
-        broker.start()
-        try:
-            yield broker.bootstrap, f"noida-db (notify_transport.testing.brokers) at {broker.bootstrap}"
-        finally:
-            broker.close()
-        return
-    own = _OwnNoida()
-    try:
-        yield own.bootstrap, f"noida-db (bench launcher) at {own.bootstrap}"
+        yield broker.bootstrap, f"noida-db at {broker.bootstrap}"
     finally:
-        own.stop()
+        broker.close()
 
 
 # -- Kafka topics --------------------------------------------------------------

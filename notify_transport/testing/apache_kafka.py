@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any, Callable, Mapping
 
 from notify_transport.jvm import ArtifactSet, fetch
-from notify_transport.testing.brokers import (LOOPBACK, Broker, BrokerProcess, BrokerStartError, free_port,
+from notify_transport.testing.brokers import (LOOPBACK, Broker, BrokerProcess, BrokerStartError, free_ports,
                                               probe_admin, probe_metadata)
 
 LOG = logging.getLogger(__name__)
@@ -234,8 +234,9 @@ class ApacheKafka(Broker):
         self.cluster_id = cluster_id()
         self._classpath: str | None = None
         self.nodes: list[KafkaNode] = []
+        ports = free_ports(2 * nodes)
         for node_id in range(1, nodes + 1):
-            self.nodes.append(KafkaNode(self, node_id, free_port(), free_port()))
+            self.nodes.append(KafkaNode(self, node_id, ports[2 * node_id - 2], ports[2 * node_id - 1]))
 
     @property
     def bootstrap(self) -> str:

@@ -23,7 +23,7 @@ import threading
 import time
 import types
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Collection, Mapping
 from urllib.parse import urlencode
 
 LOG = logging.getLogger(__name__)
@@ -38,11 +38,34 @@ _RUNNING: "set[BrokerProcess]" = set()
 _RUNNING_LOCK = threading.Lock()
 
 
-def free_port(host: str = LOOPBACK) -> int:
-    """A TCP port nobody listens on now (the OS picks it)."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind((host, 0))
-        return sock.getsockname()[1]
+def free_ports(count: int, host: str = LOOPBACK, avoid: Collection[int] = ()) -> list[int]:
+    """``count`` distinct TCP ports nobody listens on now, none of them in ``avoid``.
+
+    Every socket stays bound until all ports are chosen: once a socket is closed the OS
+    may hand its port out again, so asking one at a time can give one port twice (a
+    three-node cluster once drew the same port for two of its listeners).
+    """
+    if count < 0:
+        raise ValueError(f"cannot choose {count} ports")
+    held: list[socket.socket] = []
+    ports: list[int] = []
+    try:
+        while len(ports) < count:
+            sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            held.append(sock)
+            sock.bind((host, 0))
+            port = sock.getsockname()[1]
+            if port not in avoid:
+                ports.append(port)
+        return ports
+    finally:
+        for sock in held:
+            sock.close()
+
+
+def free_port(host: str = LOOPBACK, avoid: Collection[int] = ()) -> int:
+    """One TCP port nobody listens on now (the OS picks it), not one of ``avoid``."""
+    return free_ports(1, host, avoid)[0]
 
 
 def kafka_url(bootstrap: str, vhost: str | None = None, query: Mapping[str, Any] | None = None) -> str:

@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlencode
 
-from notify_transport.testing.brokers import BrokerProcess, BrokerStartError, LOOPBACK, free_port
+from notify_transport.testing.brokers import BrokerProcess, BrokerStartError, LOOPBACK, free_port, free_ports
 
 LOG = logging.getLogger(__name__)
 
@@ -74,10 +74,10 @@ class RabbitNode(BrokerProcess):
     start_timeout = 120.0
     stop_timeout = 30.0
 
-    def __init__(self, node_name: str, home: Path, port: int | None = None) -> None:
+    def __init__(self, node_name: str, home: Path, port: int | None = None, dist_port: int | None = None) -> None:
         super().__init__(port)
         self.node_name = f"{node_name}@localhost"
-        self.dist_port = free_port()
+        self.dist_port = dist_port or free_port(avoid={self.port})
         self.home = home
         self.base = Path(tempfile.mkdtemp(prefix=f"{node_name}-", dir=home))
         shutil.rmtree(self._log_dir, ignore_errors=True)  # the node's log lives with its data
@@ -152,7 +152,8 @@ class RabbitCluster:
         cookie.write_text(secrets.token_hex(16).upper())
         cookie.chmod(0o400)
         tag = secrets.token_hex(3)
-        self.nodes = [RabbitNode(f"nt{tag}n{i}", self.home) for i in range(size)]
+        ports = free_ports(2 * size)
+        self.nodes = [RabbitNode(f"nt{tag}n{i}", self.home, ports[2 * i], ports[2 * i + 1]) for i in range(size)]
         self.user, self.password = user, password
 
     def __repr__(self) -> str:

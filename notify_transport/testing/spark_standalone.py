@@ -12,10 +12,11 @@ from __future__ import annotations
 
 import logging
 import os
-import socket
 import subprocess
 import time
 from pathlib import Path
+
+from notify_transport.testing.brokers import free_port, free_ports
 
 LOG = logging.getLogger(__name__)
 
@@ -30,12 +31,6 @@ def spark_home() -> Path:
     return Path(pyspark.__file__).parent
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
 class StandaloneCluster:
     """A master and ``workers`` workers on 127.0.0.1, started through ``spark-class``."""
 
@@ -43,7 +38,7 @@ class StandaloneCluster:
                  timeout: float = 120.0) -> None:
         self.work_dir = Path(work_dir)
         self.workers, self.cores, self.memory, self.timeout = workers, cores, memory, timeout
-        self.port = _free_port()
+        self.port = free_port()
         self.processes: list[subprocess.Popen] = []
 
     @property
@@ -74,14 +69,15 @@ class StandaloneCluster:
                            + log_path.read_text(errors="replace")[-3000:])
 
     def start(self) -> "StandaloneCluster":
+        ui_ports = free_ports(1 + self.workers, avoid={self.port})
         try:
             master, master_log = self._start("master", MASTER_CLASS, "--host", "127.0.0.1", "--port",
-                                             str(self.port), "--webui-port", str(_free_port()))
+                                             str(self.port), "--webui-port", str(ui_ports[0]))
             self._wait_for(master, master_log, "I have been elected leader")
             for number in range(self.workers):
                 worker, worker_log = self._start(
                     f"worker-{number}", WORKER_CLASS, "--host", "127.0.0.1", "--cores", str(self.cores),
-                    "--memory", self.memory, "--webui-port", str(_free_port()),
+                    "--memory", self.memory, "--webui-port", str(ui_ports[1 + number]),
                     "--work-dir", str(self.work_dir / f"worker-{number}"), self.master_url)
                 self._wait_for(worker, worker_log, "Successfully registered with master")
         except BaseException:

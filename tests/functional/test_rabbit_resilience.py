@@ -3,7 +3,6 @@ virtual hosts the user cannot use, wrong credentials (never shown in logs)."""
 from __future__ import annotations
 
 import logging
-import socket
 import threading
 import time
 import uuid
@@ -14,6 +13,7 @@ import notify_transport as nt
 from notify_transport import rpc
 from notify_transport.exceptions import (AccessDenied, MessageDeliveryFailure, MessagingTimeout,
                                          ServerListenError)
+from notify_transport.testing.brokers import free_port
 from rabbit_fixtures import (FAST_RETRY, RABBIT_HOST, RABBIT_PORT, rabbit_url, rabbitmqctl,
                              wait_for, wait_rabbit_ready)
 
@@ -41,14 +41,6 @@ class Notes:
 
     def info(self, ctxt, publisher_id, event_type, payload, metadata):
         self.payloads.append(payload)
-
-
-def _closed_port() -> int:
-    sock = socket.socket()
-    sock.bind(("127.0.0.1", 0))
-    port = sock.getsockname()[1]
-    sock.close()
-    return port
 
 
 def call_until_ok(client, deadline_s: float = 30.0):
@@ -126,7 +118,7 @@ def test_broker_restart_recovery(transports, servers, unique, rabbit_admin):
 
 
 def test_failover_to_the_next_host(transports, servers, unique):
-    dead = f"127.0.0.1:{_closed_port()}"
+    dead = f"127.0.0.1:{free_port()}"
     url = f"rabbit://guest:guest@{dead},{RABBIT_HOST}:{RABBIT_PORT}/?{FAST_RETRY}"
     topic = unique("failover")
     for _ in range(3):  # hosts are shuffled, as oslo does; try both orders
@@ -137,7 +129,7 @@ def test_failover_to_the_next_host(transports, servers, unique):
 
 
 def test_unreachable_broker_fails_within_bounds(transports, unique):
-    url = f"rabbit://guest:guest@127.0.0.1:{_closed_port()}/?{FAST_RETRY}"
+    url = f"rabbit://guest:guest@127.0.0.1:{free_port()}/?{FAST_RETRY}"
     transport = transports(url)
     client = rpc.get_rpc_client(transport, nt.Target(topic=unique("down")), timeout=1.5)
     started = time.monotonic()

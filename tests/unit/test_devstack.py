@@ -35,6 +35,7 @@ from urllib.parse import quote
 import pytest
 
 from notify_transport import TransportHost, TransportURL
+from notify_transport.testing.brokers import free_ports
 
 ROOT = Path(__file__).resolve().parents[2]
 DEVSTACK = ROOT / "devstack"
@@ -1229,12 +1230,6 @@ esac
 '''
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def make_distribution(mirror: Path, version: str, scala: str) -> Path:
     """A kafka_SCALA-VERSION.tgz under MIRROR/VERSION/ with stand-in scripts."""
     name = f"kafka_{scala}-{version}"
@@ -1279,14 +1274,14 @@ def kafka_env(tmp_path: Path):
     stub_bin.mkdir()
     (stub_bin / "java").write_text("#!/bin/sh\nexit 0\n")
     (stub_bin / "java").chmod(0o755)
-    port = free_port()
+    port, controller_port = free_ports(2)
     procs = tmp_path / "procs"
     procs.mkdir()
     env = {**DEVSTACK_ENV, "PATH": f"{os.environ['PATH']}:{stub_bin}", "KAFKA_BASEURL": f"file://{mirror}",
            "KAFKA_VERSION": "3.9.1", "SCALA_VERSION": "2.13", "KAFKA_DEST": str(tmp_path / "dest"),
            "KAFKA_DATA_DIR": str(tmp_path / "data"), "KAFKA_DOWNLOAD_DIR": str(tmp_path / "files"),
            "NOTIFY_HOST": "127.0.0.1", "NOTIFY_PORT": str(port), "KAFKA_LISTEN_HOST": "127.0.0.1",
-           "KAFKA_CONTROLLER_PORT": str(free_port()), "KAFKA_START_TIMEOUT": "30",
+           "KAFKA_CONTROLLER_PORT": str(controller_port), "KAFKA_START_TIMEOUT": "30",
            "KAFKA_HEAP_OPTS": "-Xms64M -Xmx128M", "RUN_PROCESS_DIR": str(procs),
            "SERVICE_HOST": "127.0.0.1", "NT_TEST_TMP": str(tmp_path)}
     yield env
