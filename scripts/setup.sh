@@ -3,7 +3,7 @@
 # the extras named as arguments (default: everything the tests need), plus the
 # system pieces those extras need (Java for Spark and Apache Kafka, Maven to fetch
 # Apache Kafka's and Spark's Kafka connector's jars from Maven Central into
-# ~/.cache/notify-transport/jvm once;
+# ~/.cache/notify-transport/jvm once, and javac to build the pipeline's JVM decoder there;
 # RabbitMQ is started by scripts/rabbitmq.sh).
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
@@ -51,6 +51,10 @@ case ",$EXTRAS," in
     log "fetching Spark's Kafka connector with Maven (cached after the first run)"
     "$VENV/bin/python" -m notify_transport.jvm fetch spark-kafka \
       -D "spark.version=$("$VENV/bin/python" -c 'import pyspark; print(pyspark.__version__)')" >/dev/null
+    # the pipeline's decoder in the JVM, compiled against the installed PySpark with a JDK's javac
+    command -v javac >/dev/null 2>&1 || apt_install openjdk-17-jdk-headless
+    log "building the pipeline's JVM decoder with javac (cached after the first run)"
+    "$VENV/bin/python" -m notify_transport.pipeline.jvm_decoder >/dev/null
     # the pipeline report's browser test renders the page in headless Chromium
     if ! command -v chromium >/dev/null 2>&1 && ! command -v chromium-browser >/dev/null 2>&1; then
       apt_install chromium || log "chromium not installed: the report's browser test will be skipped"

@@ -20,7 +20,7 @@ import tempfile
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
-from typing import Mapping
+from typing import Callable, Mapping, Sequence
 
 LOG = logging.getLogger(__name__)
 
@@ -93,39 +93,60 @@ def fetch(artifacts: ArtifactSet, maven: str | None = None) -> list[Path]:
     jars = _cached(entry)
     if jars is not None:
         return jars
-    maven = maven or shutil.which("mvn")
-    if not maven:
-        raise JvmArtifactsError(f"Maven (mvn) is needed to fetch {artifacts.describe()}: "
-                                "apt-get install maven")
-    entry.parent.mkdir(parents=True, exist_ok=True)
-    if entry.exists():  # left half-written by a run that was killed
-        shutil.rmtree(entry, ignore_errors=True)
-    work = Path(tempfile.mkdtemp(prefix=f".{artifacts.name}-", dir=entry.parent))
-    try:
+    maven = require_tool(maven, "mvn", f"Maven (mvn) is needed to fetch {artifacts.describe()}: "
+                         "apt-get install maven")
+
+    def fill(work: Path) -> None:
         (work / "pom.xml").write_text(artifacts.pom_text())
-        command = [maven, "-B", "-q", "-f", str(work / "pom.xml"),
-                   *(f"-D{k}={v}" for k, v in sorted(artifacts.properties.items())),
-                   "dependency:copy-dependencies", "-DincludeScope=runtime",
-                   f"-DoutputDirectory={work / 'jars'}"]
         LOG.info("Fetching %s with Maven", artifacts.describe())
-        done = subprocess.run(command, stdin=subprocess.DEVNULL, capture_output=True, text=True,
-                              timeout=MAVEN_TIMEOUT)
-        if done.returncode != 0:
-            tail = "\n".join((done.stdout + done.stderr).splitlines()[-20:])
-            raise JvmArtifactsError(f"Maven could not fetch {artifacts.describe()} "
-                                    f"(exit {done.returncode}):\n{tail}")
+        run_tool([maven, "-B", "-q", "-f", str(work / "pom.xml"),
+                  *(f"-D{k}={v}" for k, v in sorted(artifacts.properties.items())),
+                  "dependency:copy-dependencies", "-DincludeScope=runtime",
+                  f"-DoutputDirectory={work / 'jars'}"],
+                 MAVEN_TIMEOUT, f"Maven could not fetch {artifacts.describe()}")
         names = sorted(p.name for p in (work / "jars").glob("*.jar"))
         if not names:
             raise JvmArtifactsError(f"Maven fetched no jar for {artifacts.describe()}")
         (work / MANIFEST).write_text("\n".join(names) + "\n")
-        try:
-            work.rename(entry)
-        except OSError:
-            # another process completed the same entry first: keep its copy
-            if _cached(entry) is None:
-                raise
-    finally:
-        shutil.rmtree(work, ignore_errors=True)
+
+    fill_entry(entry, lambda: _cached(entry) is not None, fill)
     jars = _cached(entry)
     assert jars is not None
     return jars
+
+
+def require_tool(given: str | None, name: str, missing: str) -> str:
+    """``given``, else the program ``name`` found on PATH; :class:`JvmArtifactsError` saying ``missing``."""
+    found = given or shutil.which(name)
+    if not found:
+        raise JvmArtifactsError(missing)
+    return found
+
+
+def fill_entry(entry: Path, complete: Callable[[], bool], fill: Callable[[Path], None]) -> None:
+    """Make the cache entry ``entry`` with ``fill`` in a work folder beside it, renamed into place
+    when done: a run killed halfway leaves no entry that looks complete, and of two runs racing
+    the first rename wins (``complete`` tells whether the entry another run left is whole)."""
+    entry.parent.mkdir(parents=True, exist_ok=True)
+    if entry.exists() and not complete():  # left half-written by a run that was killed
+        shutil.rmtree(entry, ignore_errors=True)
+    work = Path(tempfile.mkdtemp(prefix=f".{entry.name}-", dir=entry.parent))
+    try:
+        fill(work)
+        try:
+            work.rename(entry)
+        except OSError:
+            if not complete():  # another process completed the same entry first: keep its copy
+                raise
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def run_tool(command: Sequence[str], timeout: float, failure: str) -> None:
+    """Run a JVM tool (Maven, javac); :class:`JvmArtifactsError` with ``failure`` and the tool's last
+    lines when it fails."""
+    done = subprocess.run(list(command), stdin=subprocess.DEVNULL, capture_output=True, text=True,
+                          timeout=timeout)
+    if done.returncode != 0:
+        tail = "\n".join((done.stdout + done.stderr).splitlines()[-20:])
+        raise JvmArtifactsError(f"{failure} (exit {done.returncode}):\n{tail}")

@@ -7,23 +7,18 @@ and Python in Arrow batches. A record that is not a notification keeps its
 coordinates and bytes and gets an ``error`` text instead of a crash;
 :func:`notifications` and :func:`errors` split the two.
 
-:func:`decode` with ``in_jvm`` decodes in the JVM instead: Spark SQL's JSON
-reader parses the envelope and the message, and a record whose bytes hold
-anything on which the two readers could answer differently (a number in
-exponent form, an escaped control character, a payload that is a string,
-prefixed context keys, keys given twice, text that is not UTF-8, text after
-the message, nesting deeper than the JVM checks, anything Spark SQL cannot
-parse) is decoded by the Python reference instead; only those records' bytes
-cross into Python. A property test compares its rows with the reference's.
-It is not the pipeline's default (:mod:`.reading`): it gives the reference's
-rows, but it is the slower of the two (figures in the pipeline docs): Spark's
-JSON reader building variants, the guards' regular expressions over every
-message and the fallback's per-batch crossing cost more than orjson in Python.
+:func:`decode` with ``in_jvm`` decodes in the JVM instead, through this
+project's Java UDF (:mod:`.jvm_decoder`): it parses each record once,
+strictly, and decodes what producers send; a record on which Java and
+Python could answer differently (a number Python would write in another
+form, a lone surrogate, keys given twice, ``_context_`` keys, a byte order
+mark, bytes that are not UTF-8, text after the message, nesting deeper than
+the UDF follows, anything it cannot parse) is decoded by the Python
+reference instead, and only those records' bytes cross into Python.
+Property tests compare its rows with the reference's.
 """
 from __future__ import annotations
 
-import functools
-import operator
 import re
 from typing import Any, Iterable, Iterator, Sequence
 
@@ -32,7 +27,7 @@ from pyspark.sql.types import (BinaryType, IntegerType, LongType, StringType, St
 
 from notify_transport import times
 from notify_transport.drivers import envelope
-from notify_transport.exceptions import DecodeError
+from notify_transport.exceptions import ConfigurationError, DecodeError
 from notify_transport.drivers.naming import TopicParts, parse_topic
 
 #: Decoded columns: the notification, its Kafka coordinates, and for undecodable records
@@ -168,14 +163,18 @@ def decode_batches(batches: Iterable, base_topics: Sequence[str] = (), with_payl
             errors.append(error)
             for column, value in zip(decoded, row):
                 column.append(value)
+        try:
+            texts = [pa.array(column, pa.string()) for column in decoded]
+        except UnicodeEncodeError:
+            _set_aside_unencodable(decoded, errors)
+            texts = [pa.array(column, pa.string()) for column in decoded]
         timestamps = parse_timestamps(decoded[5], errors)
         is_error = pa.array([e is not None for e in errors], pa.bool_())
         no_bytes = pa.nulls(len(errors), pa.binary())
         arrays = [
-            *[pa.array(decoded[i], pa.string()) for i in range(5)],
+            *texts[:5],
             timestamps,
-            pa.array(decoded[6], pa.string()),
-            pa.array(decoded[7], pa.string()),
+            *texts[6:],
             batch.column("topic"), batch.column("partition"), batch.column("offset"),
             batch.column("timestamp"),
             pa.array(vhosts, pa.string()), pa.array(bases, pa.string()),
@@ -189,6 +188,23 @@ def decode_batches(batches: Iterable, base_topics: Sequence[str] = (), with_payl
                                          schema=schema)
 
 
+#: Why a record is an error row when a text of it cannot be written as UTF-8.
+LONE_SURROGATE = "holds a lone surrogate, which is not text that can be stored"
+
+
+def _set_aside_unencodable(decoded: list[list], errors: list) -> None:
+    """Make an error row of every record with a string Arrow cannot store: a lone surrogate,
+    which JSON's escapes can spell and Python's readers accept (it failed the whole batch)."""
+    for i in range(len(errors)):
+        values = [column[i] for column in decoded]
+        try:
+            "\0".join(v for v in values if type(v) is str).encode("utf-8")
+        except UnicodeEncodeError:
+            errors[i] = LONE_SURROGATE
+            for column in decoded:
+                column[i] = None
+
+
 def _where(mask, when_true, when_false):
     import pyarrow.compute as pc
 
@@ -200,8 +216,8 @@ def decode(kafka_df, base_topics: Sequence[str] = (), with_payload: bool = True,
 
     Without ``with_payload`` the ``payload`` column is null, which saves
     re-serializing it when only the other columns are used (the statistics).
-    ``in_jvm`` decodes with Spark SQL, handing Python only the records the
-    module docstring lists (meant to give the reference's rows; see there).
+    ``in_jvm`` decodes with the JVM decoder, handing Python only the records
+    the module docstring lists; the rows are the reference's either way.
     """
     bases = tuple(base_topics)
     kafka_df = kafka_df.select("key", "value", "topic", "partition", "offset", "timestamp")
@@ -212,128 +228,44 @@ def decode(kafka_df, base_topics: Sequence[str] = (), with_payload: bool = True,
 
 # -- decoding in the JVM -------------------------------------------------------------------------
 
-#: The body of a JSON string literal, written as runs of plain characters between escapes: Java's
-#: regex engine takes a run in one step, where one alternative per character cost it about a third
-#: more on 1.3 KB notifications.
-_STRING_BODY = r'[^"\\]*+(?:\\.[^"\\]*+)*+'
-#: A 2.0 envelope as oslo.messaging and this library write it: the version, then one JSON string.
-_V2_ENVELOPE = r'^\{"oslo\.version": "2\.0", "oslo\.message": "' + _STRING_BODY + r'"\}\z'
-#: In the record's bytes: a UTF-16 surrogate escape, at either level of escaping (a lone one is no text).
-_SURROGATE = r'\\u[dD][89a-fA-F]'
-#: In the message text: what Spark SQL's JSON reader and Python's may read or write differently.
-#: Each is a scan of its own: one alternation of them all cost the JVM almost twice as long.
-_PYTHON_ONLY = (
-    r'\\u00[01][0-9a-fA-F]',            # an escaped control character: the case of its hex digits
-    r'[:,\[]\s*-?[0-9.]+[eE]',            # a number in exponent form
-    r'[:,\[]\s*-?(?:NaN|Infinity)',      # not JSON, though both readers could take it
-    r'"_context_',                      # context as prefixed keys: merged by the reference only
-    r'"payload":\s*"',                  # a payload that is a string (the JVM reads it unquoted)
-)
-#: In the payload as Spark writes it back: a double outside Java's plain notation, or a character
-#: beyond the Basic Multilingual Plane (Spark escapes it as a surrogate pair, Python writes it as is).
-_JAVA_WRITES_OTHERWISE = r'[:,\[]-?[0-9]+\.[0-9]+E|\\u[dD][89a-fA-F]'
-#: The notification's timestamp as oslo writes it (``str(utcnow())``), which the JVM parses alike.
+#: The notification's timestamp as oslo writes it (``str(utcnow())``), which Spark parses as Arrow does.
 _OSLO_TIMESTAMP = r'^[0-9]{4}-[0-9]{2}-[0-9]{2} [0-9]{2}:[0-9]{2}:[0-9]{2}(\.[0-9]{6})?\z'
-_MESSAGE_FIELDS = ("message_id", "publisher_id", "event_type", "priority", "timestamp", "_context")
-#: Spark's JSON reader held to what Python's json module accepts.
-_STRICT_JSON = {"allowSingleQuotes": "false", "allowNonNumericNumbers": "false",
-                "allowUnquotedControlChars": "false", "mode": "PERMISSIVE"}
-#: A JSON string literal, and the innermost object or array of a text with its strings taken out.
-_STRING_LITERAL = '"' + _STRING_BODY + '"'
-_INNERMOST = r'\{[^{}\[\]]*\}|\[[^{}\[\]]*\]'
-#: How deeply nested a message may be for the JVM to vouch for it alone (deeper ones go to Python).
-_NESTING_CHECKED = 12
+_OSLO_TIMESTAMP_FORMAT = "yyyy-MM-dd HH:mm:ss[.SSSSSS]"
 
 
 def _jvm_frame(kafka_df, bases: tuple[str, ...], with_payload: bool):
     """``kafka_df`` with ``_ok`` (whether the JVM vouches for the record) and, prefixed ``_jvm_``,
-    the :data:`DECODED_SCHEMA` columns as Spark SQL reads them (meaningful where ``_ok``).
+    the :data:`DECODED_SCHEMA` columns as the JVM decoder gives them (meaningful where ``_ok``).
 
-    Built in stages, one projection each: what several later expressions read
-    (the text, the message parsed once, each field's JSON type and string) is a
-    column of its own. In one projection Spark evaluates a shared parse again
-    under every ``AND`` or ``CASE`` that uses it (it only shares subexpressions
-    evaluated unconditionally), which made the message parse a dozen times.
+    The decoder's UDF answers null for what it leaves to Python; a timestamp
+    other than oslo's own spelling is left to Python as well, whose Arrow cast
+    and fallback parser accept more.
     """
     from pyspark.sql import functions as F
 
+    from notify_transport.pipeline import jvm_decoder
+
+    if not jvm_decoder.register(kafka_df.sparkSession):
+        raise ConfigurationError("the JVM decoder's jar is not on this session's classpath: build the "
+                                 "session with notify_transport.pipeline.session.build_session "
+                                 "(a JDK's javac compiles the jar once)")
     col = F.col
-    frame = kafka_df.withColumn("_text", col("value").cast("string"))
-    text = col("_text")
-    outer = F.from_json(text, "`oslo.message` string", _STRICT_JSON)
-    frame = frame.withColumns({
-        "_inner": (F.when(text.rlike(_V2_ENVELOPE), outer["oslo.message"])
-                   .when(~(F.instr(text, '"oslo.version"') > 0) & ~(F.instr(text, '"oslo.message"') > 0), text)),
-        "_text_ok": F.is_valid_utf8(text) & ~text.rlike(_SURROGATE),
-    })
-    inner = col("_inner")
-    schema = ", ".join(f"`{name}` variant" for name in _MESSAGE_FIELDS) + ", payload string"
-    frame = frame.withColumns({
-        "_message": F.from_json(inner, schema, _STRICT_JSON),
-        "_inner_ok": inner.isNotNull() & ~functools.reduce(operator.or_, [inner.rlike(p) for p in _PYTHON_ONLY]),
-        "_skeleton": F.regexp_replace(F.regexp_replace(inner, _STRING_LITERAL, "s"), r"\s+", ""),
-    })
-    message = col("_message")
-    fields = ("message_id", "publisher_id", "event_type", "priority", "timestamp", "_context")
-    frame = frame.withColumns({
-        **{f"_kind{name}": F.schema_of_variant(message[name]) for name in fields},
-        **{f"_str{name}": F.try_variant_get(message[name], "$", "string") for name in fields[:-1]},
-        "_payload": F.coalesce(message["payload"], F.lit("null")),
-        "_request_kind": F.schema_of_variant(F.variant_get(message["_context"], "$.request_id", "variant")),
-        "_request_id": F.try_variant_get(message["_context"], "$.request_id", "string"),
-        "_has_context": message["_context"].isNotNull(),
-        "_one_object": _one_object(col("_skeleton")),
-    })
-    frame = frame.withColumn("_stamp", F.try_to_timestamp(col("_strtimestamp"),
-                                                          F.lit("yyyy-MM-dd HH:mm:ss[.SSSSSS]")))
-
-    def kind(field):  # the JSON type of a top-level field: STRING, OBJECT<...>, ..., VOID; null if absent
-        return col(f"_kind{field}")
-
-    payload = col("_payload")
-    ok = (col("_text_ok") & col("_inner_ok") & col("_one_object") & message.isNotNull()
-          & (kind("message_id") == "STRING") & (F.length(col("_strmessage_id")) > 0)
-          & (kind("event_type") == "STRING") & (kind("priority") == "STRING")
-          & col("_strpriority").rlike("^[A-Za-z]*\\z")
-          & (kind("timestamp") == "STRING") & col("_strtimestamp").rlike(_OSLO_TIMESTAMP)
-          & col("_stamp").isNotNull()
-          & (~col("_has_context") | kind("_context").startswith("OBJECT") | (kind("_context") == "VOID"))
-          & ~payload.rlike(_JAVA_WRITES_OTHERWISE) & F.try_parse_json(payload).isNotNull())
+    frame = kafka_df.withColumn("_d", F.call_function(jvm_decoder.FUNCTION, col("value"), F.lit(with_payload)))
+    decoded = col("_d")
+    frame = frame.withColumn("_stamp", F.when(decoded["timestamp"].rlike(_OSLO_TIMESTAMP), F.try_to_timestamp(
+        decoded["timestamp"], F.lit(_OSLO_TIMESTAMP_FORMAT))))
+    ok = decoded.isNotNull() & col("_stamp").isNotNull()
     base, vhost = topic_parts(col("topic"), bases)
-    value = col("value")
     columns = {
-        "message_id": col("_strmessage_id"),
-        "publisher_id": F.when(kind("publisher_id") == "STRING", col("_strpublisher_id")),
-        "event_type": col("_strevent_type"),
-        "priority": F.upper(col("_strpriority")),
-        "payload": payload if with_payload else F.lit(None).cast("string"),
+        **{name: decoded[name] for name in ("message_id", "publisher_id", "event_type", "priority", "payload")},
         "timestamp": col("_stamp"),
-        "request_id": F.when(col("_request_kind") == "STRING", col("_request_id")),
-        "envelope": F.when(F.instr(F.substring(value, 1, _ENVELOPE_SNIFF).cast("string"),
-                                   _ENVELOPE_KEY.decode()) > 0, F.lit("2.0")).otherwise(F.lit("1.0")),
+        "request_id": decoded["request_id"], "envelope": decoded["envelope"],
         "topic": col("topic"), "partition": col("partition"), "offset": col("offset"),
         "kafka_timestamp": col("timestamp"), "vhost": vhost, "base_topic": base,
         "error": F.lit(None).cast("string"),  # where the JVM vouches, there is none
     }
     return frame.select(*kafka_df.columns, F.coalesce(ok, F.lit(False)).alias("_ok"),
                         *[column.alias(f"_jvm_{name}") for name, column in columns.items()])
-
-
-def _one_object(skeleton):
-    """True where ``skeleton`` (a message with its strings and whitespace taken out) is one JSON
-    object with nothing after it.
-
-    Spark SQL's JSON reader stops at the end of the first value and ignores
-    what follows (``{...} trailing``), where Python's refuses the record. The
-    brackets are matched by folding innermost pairs; a skeleton nested deeper
-    than :data:`_NESTING_CHECKED` is not vouched for, so Python decides it.
-    """
-    from pyspark.sql import functions as F
-
-    folded = skeleton
-    for _ in range(_NESTING_CHECKED):
-        folded = F.regexp_replace(folded, _INNERMOST, "o")
-    return F.startswith(skeleton, F.lit("{")) & (folded == F.lit("o"))
 
 
 def decoded_in_jvm(kafka_df):
@@ -343,13 +275,14 @@ def decoded_in_jvm(kafka_df):
 
 
 def _decode_in_jvm(kafka_df, bases: tuple[str, ...], with_payload: bool):
-    """:func:`decode` in Spark SQL; the records it cannot vouch for through :func:`decode_batches`."""
+    """:func:`decode` in the JVM; the records it cannot vouch for through :func:`decode_batches`."""
     from pyspark.sql import functions as F
 
     fallback = _python_fallback(bases, with_payload)
     rows = _jvm_frame(kafka_df, bases, with_payload)
-    rows = rows.withColumn("_py", fallback(F.when(~F.col("_ok"), F.col("value")), F.col("topic"),
-                                           ~F.col("_ok")))
+    # nulls for the records the JVM decoded: all that crosses into Python for them is a null bitmap
+    rows = rows.withColumn("_py", fallback(F.when(~F.col("_ok"), F.col("value")),
+                                           F.when(~F.col("_ok"), F.col("topic")), ~F.col("_ok")))
     python_error = ~F.col("_ok") & F.col("_py")["error"].isNotNull()
     columns = []
     for field in DECODED_SCHEMA:

@@ -103,13 +103,16 @@ def run_conf(backlog: int | None) -> dict[str, str]:
 
 def build_session(master: str | None = None, app_name: str = "notify-transport-pipeline",
                   shuffle_partitions: int = 2, extra_conf: Mapping[str, str] | None = None,
-                  log_level: str = "WARN", class_cache: bool = True, kafka_connector: bool = True):
+                  log_level: str = "WARN", class_cache: bool = True, kafka_connector: bool = True,
+                  jvm_decoder: bool = True):
     """Return the pipeline's SparkSession (reusing a running one) with ``notify_kafka`` registered.
 
     ``class_cache``: a local driver JVM uses (or writes) the class-data-sharing
     archive of :mod:`.class_cache`, unless ``extra_conf`` sets the driver's Java options.
     ``kafka_connector``: Spark's Kafka connector joins ``spark.jars`` when the
     set-up fetched it (:mod:`.connector`), on a local master and on a cluster alike.
+    ``jvm_decoder``: so does the jar of the decoder in the JVM (:mod:`.jvm_decoder`),
+    compiled the first time when a JDK is there.
     """
     from pyspark.sql import SparkSession
 
@@ -121,6 +124,10 @@ def build_session(master: str | None = None, app_name: str = "notify-transport-p
     conf = {**default_conf(master, shuffle_partitions), **(extra_conf or {})}
     if kafka_connector:
         conf.update(connector.session_conf(conf.get("spark.jars")))
+    if jvm_decoder:
+        from notify_transport.pipeline import jvm_decoder as decoder_jar
+
+        conf.update(decoder_jar.session_conf(conf.get("spark.jars")))
     cache = None
     if class_cache and is_local(master) and JAVA_OPTIONS not in (extra_conf or {}) \
             and SparkSession.getActiveSession() is None:

@@ -1,11 +1,12 @@
-"""The JVM decoding of Spark's Kafka connector gives the Python reference's rows, record for record.
+"""The JVM decoder (a Java UDF) gives the Python reference's rows, record for record.
 
 Records are generated (hypothesis): oslo notifications in both envelopes and
 context styles with payloads of any JSON (floats of every size, escapes,
 non-ASCII, deep nesting, keys given twice), damaged variants of them and
 plain garbage. Each example is one DataFrame decoded both ways in one Spark
 job; :func:`decode.decode` must answer the same for every row, and the
-records the JVM handed to Python must be the unusual ones only.
+records the JVM handed to Python must be the unusual ones only. Named cases
+pin the edges where Java and Python write or read JSON differently.
 """
 from __future__ import annotations
 
@@ -124,7 +125,7 @@ def test_text_after_the_message_is_decided_as_the_reference_decides(spark, tail,
     reference = _rows(decode.decode(frame, BASES))
     assert _rows(decode.decode(frame, BASES, in_jvm=True)) == reference
     assert (reference[0]["error"] is None) == (tail.strip() == b"")
-    assert reference[1]["error"] is None  # deeper than the JVM checks: decoded, by Python
+    assert reference[1]["error"] is None  # nested twenty deep: decoded
 
 
 @pytest.mark.parametrize("topic", ["notifications.info", "notifications.error.vh1", "a.b.info.x.y", "plain",
@@ -138,3 +139,62 @@ def test_topic_parts_in_sql_split_as_the_driver_naming_does(spark, topic, bases)
     row = spark.createDataFrame([(topic,)], "topic string").select(base.alias("b"), vhost.alias("v")).first()
     expected = parse_topic(topic, bases)
     assert (row["b"], row["v"]) == (expected.base, expected.vhost)
+
+
+def _notification(payload_json: str, **fields: str) -> str:
+    message = {"message_id": "m-1", "event_type": "e", "priority": "info", "timestamp": "2026-03-01 12:00:01",
+               **fields}
+    head = json.dumps(message)[:-1]
+    return f'{head}, "payload": {payload_json}, "_context": {{"request_id": "r"}}}}'
+
+
+#: (message text, whether the JVM decodes it itself): each where Java and Python could part.
+EDGES = [
+    (_notification('{"n": [0, -0, 7, -12, 18446744073709551615, -9223372036854775808]}'), True),
+    (_notification('{"n": 18446744073709551616}'), False),    # beyond 64 bits: Python's own encoder
+    (_notification('{"n": -9223372036854775809}'), False),
+    (_notification('{"f": [1.10, -0.0, 0.000, 0.0001, 12345678901234.5, 2.50]}'), True),
+    (_notification('{"f": 0.00001}'), False),                 # Python writes 1e-05
+    (_notification('{"f": 1e5}'), False),                     # an exponent
+    (_notification('{"f": 0.1234567890123456}'), False),      # 16 significant digits
+    (_notification('{"f": 1000000000000000.5}'), False),
+    (_notification('{"s": "\\u001F\\u0000 \\t \\" \\\\ \\/ \\u2028 \\ud83d\\ude00 \u00e9 \u007f"}'), True),
+    (_notification('{"s": "\\ud800"}'), False),            # a lone surrogate
+    (_notification('{"k": 1, "k": 2}'), False),               # a key given twice
+    (_notification('"text"'), True),
+    (_notification('null'), True),
+    (_notification('[]'), True),
+    (_notification('{}', priority="\u00df"), False),         # not an ASCII letter: Python upper-cases it
+    (_notification('{}', publisher_id="p"), True),
+    (json.dumps({"message_id": "m", "event_type": "e", "priority": "info", "timestamp": "2026-03-01 12:00:01",
+                 "publisher_id": {"a": [1]}, "_context": None}), True),
+    (json.dumps({"message_id": "m", "event_type": "e", "priority": "info", "timestamp": "2026-03-01 12:00:01",
+                 "_context": {"request_id": 5}}), True),
+    (json.dumps({"message_id": "m", "event_type": "e", "priority": "info", "timestamp": "2026-03-01 12:00:01",
+                 "_context_request_id": "r"}), False),        # prefixed context keys
+    (json.dumps({"message_id": "m", "event_type": "e", "priority": "info", "timestamp": "2026-03-01T12:00:01",
+                 }), False),                                  # not oslo's spelling of a timestamp
+    (json.dumps({"message_id": "", "event_type": "e", "priority": "info", "timestamp": "2026-03-01 12:00:01",
+                 }), False),
+    ("\ufeff" + _notification("1"), False),                  # a byte order mark
+    (_notification(functools.reduce(lambda acc, _: f"[{acc}]", range(200), "1")), False),  # deeper than 128
+]
+
+
+@pytest.mark.parametrize("version", [1.0, 2.0])
+def test_the_edges_between_java_and_python_json_are_decided_as_the_reference_decides(spark, version):
+    values = []
+    for text, _ in EDGES:
+        if version == 2.0:
+            values.append(json.dumps({"oslo.version": "2.0", "oslo.message": text}).encode())
+        else:
+            values.append(text.encode())
+    values += [b"\xff\xfe{}", b'{"oslo.version": "2.1", "oslo.message": "{}"}',
+               b'{"oslo.version": 2.0, "oslo.message": "{}"}', b'{"oslo.version": "2.0", "oslo.message": "{}", "x": 1}']
+    frame = _frame(spark, values, ["notifications.info"] * len(values))
+    reference = _rows(decode.decode(frame, BASES))
+    assert _rows(decode.decode(frame, BASES, in_jvm=True)) == reference
+    marked = [row[0] for row in decode.decoded_in_jvm(frame).orderBy("offset").select("decoded_in_jvm").collect()]
+    expected = [in_jvm for _, in_jvm in EDGES] + [False] * 4
+    assert marked == expected
+    assert all(reference[i]["error"] is None for i, in_jvm in enumerate(expected) if in_jvm)
