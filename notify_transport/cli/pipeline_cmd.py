@@ -6,6 +6,7 @@ the ``spark`` extra.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import logging
 import signal
@@ -207,7 +208,8 @@ def _run_spark(args: argparse.Namespace, settings, subscription, config, backlog
     from pyspark.errors import StreamingQueryException
 
     from notify_transport.pipeline import jobs
-    from notify_transport.pipeline.reading import reads_in_python
+    from notify_transport.pipeline.reading import choose_format
+    from notify_transport.pipeline.source import FORMAT_NAME
     from notify_transport.pipeline.session import build_session, run_conf, warm_up
 
     output = config.output
@@ -216,8 +218,10 @@ def _run_spark(args: argparse.Namespace, settings, subscription, config, backlog
     extra_conf = {**run_conf(backlog), **_spark_conf(args.spark_conf)}  # the user's settings win
     spark = build_session(args.master, shuffle_partitions=args.shuffle_partitions,
                           extra_conf=extra_conf, log_level=log_level)
+    # resolved once: the query's read takes this format without probing the classpath again
+    config = dataclasses.replace(config, source_format=choose_format(spark, config.source_format))
     # the Python processes the read needs start while the query starts
-    warming = warm_up(spark, reads_in_python(spark, config.source_format))
+    warming = warm_up(spark, config.source_format == FORMAT_NAME)
     LOG.info("Pipeline on %s: %s -> %s", spark.sparkContext.master, settings.describe(), output)
     stop = threading.Event()
     restore = None if args.once else _stop_on_signals(stop)

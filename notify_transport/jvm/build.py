@@ -9,6 +9,7 @@ anything else finds the cached one. :func:`cached_jar` only looks.
 """
 from __future__ import annotations
 
+import functools
 import hashlib
 import logging
 import shutil
@@ -56,8 +57,9 @@ class JavaSources:
             raise JvmArtifactsError(f"no Java sources named {self.name!r}")
         return sorted(found)
 
+    @functools.cached_property
     def key(self) -> str:
-        """Cache entry name: changes with a source, a jar compiled against, or the release."""
+        """Cache entry name: changes with a source, a jar compiled against, or the release (hashed once)."""
         digest = hashlib.sha256(RELEASE.encode())
         for path, content in self.files():
             digest.update(path.encode() + b"\0" + hashlib.sha256(content).digest())
@@ -68,7 +70,7 @@ class JavaSources:
 
 def cached_jar(sources: JavaSources) -> Path | None:
     """The built jar of ``sources`` when the cache holds it, else None (nothing is compiled)."""
-    jar = cache_root() / sources.key() / f"{sources.name}.jar"
+    jar = cache_root() / sources.key / f"{sources.name}.jar"
     return jar if jar.is_file() else None
 
 
@@ -99,7 +101,7 @@ def build(sources: JavaSources, javac: str | None = None) -> Path:
         _write_jar(classes, work / f"{sources.name}.jar")
         shutil.rmtree(classes)
 
-    fill_entry(cache_root() / sources.key(), lambda: cached_jar(sources) is not None, fill)
+    fill_entry(cache_root() / sources.key, lambda: cached_jar(sources) is not None, fill)
     jar = cached_jar(sources)
     assert jar is not None
     return jar

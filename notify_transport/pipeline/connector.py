@@ -13,6 +13,7 @@ from __future__ import annotations
 import logging
 import re
 from pathlib import Path
+from typing import Iterable
 
 from notify_transport.jvm.artifacts import ArtifactSet, JvmArtifactsError, classpath
 
@@ -72,5 +73,10 @@ def session_conf(existing: str | None = None) -> dict[str, str]:
     if not jars:
         LOG.debug("Spark's Kafka connector is not in the jar cache: the notify_kafka source reads")
         return {}
+    return with_jars(existing, jars)
+
+
+def with_jars(existing: str | None, jars: Iterable[Path | str]) -> dict[str, str]:
+    """``{"spark.jars": ...}``: the comma-separated ``existing`` list, then each of ``jars`` not yet in it."""
     listed = [j for j in (existing or "").split(",") if j]
     return {"spark.jars": ",".join(listed + [str(j) for j in jars if str(j) not in listed])}

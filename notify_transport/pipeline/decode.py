@@ -106,8 +106,8 @@ def decode_record(raw: bytes | None, with_payload: bool = True) -> tuple:
             "2.0" if _ENVELOPE_KEY in raw[:_ENVELOPE_SNIFF] else "1.0")
 
 
-def parse_timestamps(texts: list, errors: list):
-    """Arrow ``timestamp[us, UTC]`` of oslo timestamp strings; unparsable ones become errors.
+def parse_timestamps(texts, errors: list):
+    """Arrow ``timestamp[us, UTC]`` of an Arrow string array of oslo timestamps; bad ones become errors.
 
     Arrow parses the usual ``YYYY-MM-DD HH:MM:SS.ffffff`` column at once; a
     column with anything else (an offset, garbage) goes through
@@ -117,11 +117,11 @@ def parse_timestamps(texts: list, errors: list):
 
     target = pa.timestamp("us", tz="UTC")
     try:
-        return pa.array(texts, pa.string()).cast(pa.timestamp("us")).cast(target)
+        return texts.cast(pa.timestamp("us")).cast(target)
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
         pass
     micros: list[int | None] = []
-    for i, text in enumerate(texts):
+    for i, text in enumerate(texts.to_pylist()):
         if text is None:
             micros.append(None)
             continue
@@ -168,7 +168,7 @@ def decode_batches(batches: Iterable, base_topics: Sequence[str] = (), with_payl
         except UnicodeEncodeError:
             _set_aside_unencodable(decoded, errors)
             texts = [pa.array(column, pa.string()) for column in decoded]
-        timestamps = parse_timestamps(decoded[5], errors)
+        timestamps = parse_timestamps(texts[5], errors)
         is_error = pa.array([e is not None for e in errors], pa.bool_())
         no_bytes = pa.nulls(len(errors), pa.binary())
         arrays = [

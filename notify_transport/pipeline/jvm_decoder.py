@@ -16,7 +16,7 @@ from pathlib import Path
 
 from notify_transport.jvm.artifacts import JvmArtifactsError
 from notify_transport.jvm.build import JavaSources, build, jars_named
-from notify_transport.pipeline.connector import spark_jars_dir
+from notify_transport.pipeline.connector import spark_jars_dir, with_jars
 
 LOG = logging.getLogger(__name__)
 
@@ -51,8 +51,7 @@ def session_conf(existing: str | None = None) -> dict[str, str]:
     jar = decoder_jar()
     if jar is None:
         return {}
-    listed = [j for j in (existing or "").split(",") if j]
-    return {"spark.jars": ",".join(listed if str(jar) in listed else [*listed, str(jar)])}
+    return with_jars(existing, [jar])
 
 
 def register(spark) -> bool:

@@ -14,7 +14,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 from pathlib import Path
-from typing import Any
+from typing import Any, Mapping
 
 from oslo_config import cfg
 
@@ -26,7 +26,8 @@ from notify_transport.url import TransportURL
 
 LOG = logging.getLogger(__name__)
 
-_JAAS_MODULES = {
+#: The Java client's login module of each SASL mechanism the driver's options offer.
+JAAS_MODULES = {
     "PLAIN": "org.apache.kafka.common.security.plain.PlainLoginModule",
     "SCRAM-SHA-256": "org.apache.kafka.common.security.scram.ScramLoginModule",
     "SCRAM-SHA-512": "org.apache.kafka.common.security.scram.ScramLoginModule",
@@ -95,15 +96,14 @@ class KafkaSettings:
         if protocol.startswith("SASL"):
             mechanism = str(conf.get("sasl.mechanism", "PLAIN"))
             options["kafka.sasl.mechanism"] = mechanism
-            module = _JAAS_MODULES.get(mechanism.upper())
+            module = JAAS_MODULES.get(mechanism.upper())
             if module is None:
                 raise ConfigurationError(
                     f"SASL mechanism {mechanism!r} has no JAAS login module mapping for "
                     "Spark's kafka format; use the notify_kafka source")
             if conf.get("sasl.username"):
-                options["kafka.sasl.jaas.config"] = (
-                    f'{module} required username="{_jaas_quote(str(conf["sasl.username"]))}" '
-                    f'password="{_jaas_quote(str(conf.get("sasl.password") or ""))}";')
+                options["kafka.sasl.jaas.config"] = jaas_config(module, {
+                    "username": str(conf["sasl.username"]), "password": str(conf.get("sasl.password") or "")})
         if protocol.endswith("SSL"):
             if conf.get(props.CA_FILE):
                 options["kafka.ssl.truststore.type"] = "PEM"
@@ -124,6 +124,13 @@ class KafkaSettings:
     def describe(self) -> dict[str, Any]:
         """What is safe to print: no password, no key."""
         return {"url": self.url, "vhost": self.vhost, "security_protocol": self.security_protocol}
+
+
+def jaas_config(module: str, options: Mapping[str, str]) -> str:
+    """A Java client's or broker's ``sasl.jaas.config``: ``module required key="value" ...;``,
+    each value quoted so that a quote or backslash in a password cannot end it early."""
+    quoted = " ".join(f'{key}="{_jaas_quote(value)}"' for key, value in options.items())
+    return f"{module} required {quoted};"
 
 
 def _jaas_quote(value: str) -> str:

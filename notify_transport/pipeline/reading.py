@@ -38,8 +38,21 @@ def kafka_format_available(spark) -> bool:
         return False
 
 
-def choose_format(spark, fmt: str = "auto") -> str:
-    """The format :func:`read_kafka` will use for ``fmt``."""
+class ChosenFormat(str):
+    """A format :func:`choose_format` has already resolved and checked in this session: passing it
+    on to :func:`read_decoded` or :func:`read_kafka` does not probe the classpath again."""
+
+    __slots__ = ()
+
+
+def choose_format(spark, fmt: str = "auto") -> ChosenFormat:
+    """The format :func:`read_kafka` will use for ``fmt`` (``auto`` resolved, ``kafka`` checked)."""
+    if isinstance(fmt, ChosenFormat):
+        return fmt
+    return ChosenFormat(_resolve_format(spark, fmt))
+
+
+def _resolve_format(spark, fmt: str) -> str:
     if fmt not in FORMATS:
         raise ConfigurationError(f"Unknown source format {fmt!r}; choose one of {', '.join(FORMATS)}")
     if fmt == "auto":

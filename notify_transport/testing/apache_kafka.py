@@ -16,6 +16,7 @@ from __future__ import annotations
 import base64
 import concurrent.futures
 import contextlib
+import dataclasses
 import logging
 import os
 import shutil
@@ -25,10 +26,12 @@ import time
 import uuid
 from pathlib import Path
 from typing import Any, Callable, Mapping
+from urllib.parse import quote
 
 from notify_transport.jvm import ArtifactSet, fetch
+from notify_transport.pipeline.kafka_settings import JAAS_MODULES, jaas_config
 from notify_transport.testing.brokers import (LOOPBACK, Broker, BrokerProcess, BrokerStartError, free_ports,
-                                              probe_admin, probe_metadata)
+                                              kafka_url, probe_admin, probe_metadata)
 
 LOG = logging.getLogger(__name__)
 
@@ -104,6 +107,49 @@ def cluster_id(random_bytes: Callable[[], bytes] = lambda: uuid.uuid4().bytes) -
             return candidate
 
 
+@dataclasses.dataclass(frozen=True)
+class SecureListener:
+    """A second listener on every node that clients reach with SASL/PLAIN, over TLS when given a
+    certificate: what a production cluster asks of its clients, to test that the same transport
+    URL and options reach the driver and the pipeline's readers. The plain listener stays for
+    the nodes themselves and for the readiness probes.
+    """
+
+    #: user name -> password, the accounts the listener accepts (never shown in a repr)
+    users: Mapping[str, str] = dataclasses.field(repr=False)
+    #: PEM files of the TLS key and certificate (the certificate should name 127.0.0.1); None for no TLS
+    key: Path | None = None
+    certificate: Path | None = None
+
+    NAME = "SECURE"
+
+    @property
+    def protocol(self) -> str:
+        """The ``security_protocol`` clients of this listener set."""
+        return "SASL_SSL" if self.certificate is not None else "SASL_PLAINTEXT"
+
+    def properties(self, keystore: Path) -> dict[str, str]:
+        """The broker's settings for this listener; a TLS key store is written to ``keystore``."""
+        prefix = f"listener.name.{self.NAME.lower()}."
+        accounts = {f"user_{name}": password for name, password in sorted(self.users.items())}
+        props = {f"{prefix}sasl.enabled.mechanisms": "PLAIN",
+                 f"{prefix}plain.sasl.jaas.config": jaas_config(JAAS_MODULES["PLAIN"], accounts)}
+        if self.certificate is not None:
+            if self.key is None:
+                raise ValueError("a TLS listener needs the certificate's key")
+            # Kafka reads a PEM key store from one file: the (unencrypted PKCS#8) key, then the chain
+            keystore.write_text(Path(self.key).read_text() + Path(self.certificate).read_text())
+            keystore.chmod(0o600)
+            props.update({f"{prefix}ssl.keystore.type": "PEM", f"{prefix}ssl.keystore.location": str(keystore)})
+        return props
+
+
+def _properties_value(value: Any) -> str:
+    """``value`` as a Java properties file spells it: a backslash there starts an escape, so a
+    JAAS value's own escapes (a quote in a password) must be doubled to reach the broker."""
+    return str(value).replace("\\", "\\\\").replace("\n", "\\n")
+
+
 class KafkaNode(BrokerProcess):
     """One ``kafka.Kafka`` process, broker and controller, of an :class:`ApacheKafka` cluster."""
 
@@ -112,10 +158,12 @@ class KafkaNode(BrokerProcess):
     # a controlled shutdown moves leadership away first; in a cluster it takes a few seconds
     stop_timeout = 30.0
 
-    def __init__(self, cluster: "ApacheKafka", node_id: int, port: int, controller_port: int) -> None:
+    def __init__(self, cluster: "ApacheKafka", node_id: int, port: int, controller_port: int,
+                 secure_port: int | None = None) -> None:
         self.cluster = cluster
         self.node_id = node_id
         self.controller_port = controller_port
+        self.secure_port = secure_port
         self.data_dir = cluster.base_dir / f"node-{node_id}" / "data"
         super().__init__(port)
         # logs beside the data, under the cluster's directory, so that close() keeps or removes both
@@ -128,19 +176,32 @@ class KafkaNode(BrokerProcess):
     def __repr__(self) -> str:
         return f"<KafkaNode {self.node_id} {self.bootstrap}>"
 
+    @property
+    def secure_bootstrap(self) -> str:
+        """``host:port`` of this node's :class:`SecureListener` (the cluster must have one)."""
+        if self.secure_port is None:
+            raise ValueError(f"{self!r} has no secure listener")
+        return f"{LOOPBACK}:{self.secure_port}"
+
     def properties(self) -> dict[str, Any]:
         size = len(self.cluster.nodes)
         replicas = min(3, size)
         in_sync = 2 if size >= 3 else 1
+        listeners = {"PLAINTEXT": ("PLAINTEXT", self.port), "CONTROLLER": ("PLAINTEXT", self.controller_port)}
+        secure = self.cluster.secure
+        if secure is not None and self.secure_port is not None:
+            listeners[secure.NAME] = (secure.protocol, self.secure_port)
         props: dict[str, Any] = {
             "process.roles": "broker,controller",
             "node.id": self.node_id,
             "controller.quorum.voters": self.cluster.voters(),
-            "listeners": f"PLAINTEXT://{LOOPBACK}:{self.port},CONTROLLER://{LOOPBACK}:{self.controller_port}",
-            "advertised.listeners": f"PLAINTEXT://{LOOPBACK}:{self.port}",
+            "listeners": ",".join(f"{name}://{LOOPBACK}:{port}" for name, (_, port) in listeners.items()),
+            "advertised.listeners": ",".join(f"{name}://{LOOPBACK}:{port}" for name, (_, port)
+                                             in listeners.items() if name != "CONTROLLER"),
             "controller.listener.names": "CONTROLLER",
             "inter.broker.listener.name": "PLAINTEXT",
-            "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
+            "listener.security.protocol.map": ",".join(f"{name}:{protocol}"
+                                                       for name, (protocol, _) in listeners.items()),
             "log.dirs": str(self.data_dir),
             "default.replication.factor": replicas,
             "min.insync.replicas": in_sync,
@@ -151,12 +212,13 @@ class KafkaNode(BrokerProcess):
             "share.coordinator.state.topic.min.isr": in_sync,
             **BASE_CONFIG,
             **(ONE_NODE_CONFIG if size == 1 else {}),
+            **(secure.properties(self._log_dir / "keystore.pem") if secure is not None else {}),
             **self.cluster.broker_config,
         }
         return props
 
     def write_config(self) -> None:
-        lines = [f"{key}={value}" for key, value in self.properties().items()]
+        lines = [f"{key}={_properties_value(value)}" for key, value in self.properties().items()]
         self.config_path.write_text("\n".join(lines) + "\n")
         (self._log_dir / "log4j2.properties").write_text(_LOG4J2)
 
@@ -222,9 +284,11 @@ class ApacheKafka(Broker):
     def __init__(self, nodes: int = 1, version: str | None = None,
                  broker_config: Mapping[str, Any] | None = None,
                  jvm_options: tuple[str, ...] = ("-Xms128m", "-Xmx768m"),
-                 base_dir: str | os.PathLike[str] | None = None) -> None:
+                 base_dir: str | os.PathLike[str] | None = None,
+                 secure: SecureListener | None = None) -> None:
         if nodes < 1:
             raise ValueError("an Apache Kafka cluster needs at least one node")
+        self.secure = secure
         self.artifacts = ArtifactSet(POM, {"kafka.version": version} if version else {})
         self.broker_config = dict(broker_config or {})
         self.jvm_options = tuple(jvm_options)
@@ -234,13 +298,33 @@ class ApacheKafka(Broker):
         self.cluster_id = cluster_id()
         self._classpath: str | None = None
         self.nodes: list[KafkaNode] = []
-        ports = free_ports(2 * nodes)
+        per_node = 2 if secure is None else 3
+        ports = free_ports(per_node * nodes)
         for node_id in range(1, nodes + 1):
-            self.nodes.append(KafkaNode(self, node_id, ports[2 * node_id - 2], ports[2 * node_id - 1]))
+            own = ports[per_node * (node_id - 1):per_node * node_id]
+            self.nodes.append(KafkaNode(self, node_id, own[0], own[1], own[2] if secure is not None else None))
 
     @property
     def bootstrap(self) -> str:
         return ",".join(node.bootstrap for node in self.nodes)
+
+    @property
+    def secure_bootstrap(self) -> str:
+        """``host:port`` list of the nodes' :class:`SecureListener` (the cluster must have one)."""
+        return ",".join(node.secure_bootstrap for node in self.nodes)
+
+    def secure_url(self, user: str, vhost: str | None = None, password: str | None = None, **query: Any) -> str:
+        """A transport URL for ``user`` on the secure listener, with the options its protocol needs
+        (``password`` defaults to the user's own); ``query`` adds or overrides options."""
+        if self.secure is None:
+            raise ValueError(f"{self!r} has no secure listener")
+        options: dict[str, Any] = {"security_protocol": self.secure.protocol, "sasl_mechanism": "PLAIN"}
+        if self.secure.certificate is not None:
+            options["ssl_cafile"] = str(self.secure.certificate)
+        secret = self.secure.users[user] if password is None else password
+        credentials = f"{quote(user, safe='')}:{quote(secret, safe='')}@"
+        return kafka_url(credentials + self.secure_bootstrap, vhost,
+                         {**self.client_options, **options, **query})
 
     def __repr__(self) -> str:
         return f"<ApacheKafka {len(self.nodes)} node(s) {self.bootstrap}>"
@@ -308,6 +392,8 @@ class ApacheKafka(Broker):
 
     @staticmethod
     def _each(action: Callable[[KafkaNode], Any], nodes: list[KafkaNode]) -> None:
+        if not nodes:  # e.g. stop() after every node failed to start
+            return
         if len(nodes) == 1:
             action(nodes[0])
             return

@@ -244,3 +244,34 @@ def test_graceful_stop_dispatches_everything_it_committed(api, unique_topic):
     second = [p["i"] for _, _, _, p in rest.wait_for(count - len(first), timeout=20)]
     assert second == list(range(len(first), count))   # exactly the rest
     assert len(rest.settle(successor)) == count - len(first)
+
+
+def test_a_take_larger_than_the_servers_default_poll_is_one_commit_on_apache_kafka(
+        apache_kafka, kafka_conf, unique_topic):
+    """max_poll_records above 500 is honoured by a listener that dispatches one by one: each take
+    of up to 1,500 records is one commit (capped at 500 before, 3,000 records cost six commits
+    or more), and every record is dispatched once, in order."""
+    transport = notify_transport.get_notification_transport(
+        kafka_conf, apache_kafka.url(max_poll_records=1500, auto_offset_reset="earliest"))
+    try:
+        topic = unique_topic("take")
+        notifier = Notifier(transport, publisher_id="svc", driver="messagingv2", topics=[topic])
+        count = 3000
+        for i in range(count):  # all on the broker before the listener starts: it takes full batches
+            notifier.info({}, "e", {"i": i})
+        assert transport.flush(10) == 0
+        endpoint = Endpoint()
+        server = notify_transport.get_notification_listener(transport, [Target(topic=topic)], [endpoint],
+                                                            pool=f"take-{uuid.uuid4().hex[:6]}")
+        server.start()
+        try:
+            got = endpoint.settle(server)
+            metrics = server.metrics()
+        finally:
+            server.stop()
+            server.wait()
+        assert [p["i"] for _, _, _, p in got] == list(range(count))
+        assert list(metrics["committed"].values()) == [count]
+        assert 2 <= metrics["commits"] < count // 500, metrics
+    finally:
+        transport.cleanup()

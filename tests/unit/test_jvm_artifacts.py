@@ -9,7 +9,7 @@ import pytest
 
 from notify_transport.jvm import ArtifactSet, JvmArtifactsError, classpath, fetch
 from notify_transport.jvm.__main__ import main as jvm_main
-from notify_transport.testing.apache_kafka import ApacheKafka
+from notify_transport.testing.apache_kafka import ApacheKafka, SecureListener
 
 FAKE_MVN = """#!/bin/sh
 # records its arguments, then writes two jars where -DoutputDirectory= says
@@ -110,3 +110,46 @@ def test_cluster_configuration_follows_its_size(tmp_path):
     ports = [n.port for n in cluster.nodes] + [n.controller_port for n in cluster.nodes]
     assert len(set(ports)) == 6 and cluster.bootstrap.count(",") == 2
     assert os.path.basename(cluster.node(2).data_dir.parent) == "node-2"
+
+
+def test_a_secure_listener_is_configured_beside_the_plain_one(tmp_path):
+    key, certificate = tmp_path / "key.pem", tmp_path / "cert.pem"
+    key.write_text("-----BEGIN PRIVATE KEY-----\nk\n-----END PRIVATE KEY-----\n")
+    certificate.write_text("-----BEGIN CERTIFICATE-----\nc\n-----END CERTIFICATE-----\n")
+    password = 'pa"ss\\word'
+    cluster = ApacheKafka(nodes=3, base_dir=tmp_path / "three", secure=SecureListener(
+        users={"alice": password, "bob": "b"}, key=key, certificate=certificate))
+    assert password not in repr(cluster.secure)
+    node = cluster.node(2)
+    props = node.properties()
+    assert props["listeners"].split(",") == [f"PLAINTEXT://127.0.0.1:{node.port}",
+                                             f"CONTROLLER://127.0.0.1:{node.controller_port}",
+                                             f"SECURE://127.0.0.1:{node.secure_port}"]
+    assert "CONTROLLER" not in props["advertised.listeners"] and "SECURE://" in props["advertised.listeners"]
+    assert props["listener.security.protocol.map"] == "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT,SECURE:SASL_SSL"
+    assert props["inter.broker.listener.name"] == "PLAINTEXT"
+    assert props["listener.name.secure.plain.sasl.jaas.config"] == (
+        'org.apache.kafka.common.security.plain.PlainLoginModule required '
+        'user_alice="pa\\"ss\\\\word" user_bob="b";')
+    keystore = Path(props["listener.name.secure.ssl.keystore.location"])
+    assert keystore.read_text() == key.read_text() + certificate.read_text()
+    # a Java properties file reads a backslash as an escape: the JAAS line's own are doubled
+    node.write_config()
+    line = next(x for x in node.config_path.read_text().splitlines() if x.startswith("listener.name.secure.plain"))
+    assert line.endswith('user_alice="pa\\\\"ss\\\\\\\\word" user_bob="b";')
+    ports = [p for n in cluster.nodes for p in (n.port, n.controller_port, n.secure_port)]
+    assert len(set(ports)) == 9
+    assert cluster.secure_bootstrap == ",".join(f"127.0.0.1:{n.secure_port}" for n in cluster.nodes)
+    url = cluster.secure_url("alice", "vh")
+    assert url.startswith("kafka://alice:pa%22ss%5Cword@127.0.0.1:") and "/vh?" in url
+    assert "security_protocol=SASL_SSL" in url and "ssl_cafile=" in url
+
+
+def test_without_a_certificate_the_secure_listener_is_sasl_over_plain_text(tmp_path):
+    cluster = ApacheKafka(base_dir=tmp_path / "one", secure=SecureListener(users={"alice": "a"}))
+    props = cluster.node(1).properties()
+    assert props["listener.security.protocol.map"].endswith("SECURE:SASL_PLAINTEXT")
+    assert not [k for k in props if "ssl" in k]
+    assert "ssl_cafile" not in cluster.secure_url("alice")
+    with pytest.raises(ValueError, match="no secure listener"):
+        _ = ApacheKafka(base_dir=tmp_path / "plain").secure_bootstrap

@@ -43,12 +43,12 @@ def test_built_once_then_found_in_the_cache(cache, tmp_path):
 
 
 def test_the_key_follows_the_sources_and_the_jars_compiled_against(tmp_path):
-    first = sources(tmp_path).key()
-    assert sources(tmp_path).key() == first
-    assert sources(tmp_path, GREETER % "hi").key() != first
-    assert sources(tmp_path, classpath=(Path("/x/spark-sql-api_2.13-4.2.0.jar"),)).key() != first
-    assert sources(tmp_path, classpath=(Path("/x/spark-sql-api_2.13-4.1.0.jar"),)).key() != (
-        sources(tmp_path, classpath=(Path("/x/spark-sql-api_2.13-4.2.0.jar"),)).key())
+    first = sources(tmp_path).key
+    assert sources(tmp_path).key == first
+    assert sources(tmp_path, GREETER % "hi").key != first
+    assert sources(tmp_path, classpath=(Path("/x/spark-sql-api_2.13-4.2.0.jar"),)).key != first
+    assert sources(tmp_path, classpath=(Path("/x/spark-sql-api_2.13-4.1.0.jar"),)).key != (
+        sources(tmp_path, classpath=(Path("/x/spark-sql-api_2.13-4.2.0.jar"),)).key)
 
 
 @needs_javac

@@ -26,6 +26,7 @@ def test_a_server_dispatching_one_by_one_takes_the_whole_max_poll_records_in_one
         got += [m.offset for m in piece]
     assert got == list(range(2500))
     assert client.commits == [[(0, 2000)], [(0, 2500)]]  # one commit per take of max_poll_records
+    assert (policy.counters.commits.value, policy.counters.commit_failures.value) == (2, 0)  # in metrics()
     policy.on_close()  # its committer thread
     small = KafkaListener({"group.id": "g"}, ["t.info"], policy, max_poll_records=100)
     assert dispatch_poll_size(small) == DISPATCH_POLL_SIZE  # the driver stops at its own 100

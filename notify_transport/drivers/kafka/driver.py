@@ -177,7 +177,7 @@ class KafkaDriver(BaseDriver):
                                          "commit_before_dispatch or at_least_once, not "
                                          "enable_auto_commit=true")
             return AutoCommit()
-        return CommitBeforeDispatch(requeuer, settings.hooks)
+        return CommitBeforeDispatch(requeuer, settings.hooks, counters)
 
     def partition_consumer(self, topic: str, partition: int = 0,
                            start: StartPosition | Any = "latest") -> PartitionConsumer:

@@ -18,6 +18,7 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 from notify_transport.backoff import Backoff
 from notify_transport.drivers import threads
 from notify_transport.drivers.base import IncomingMessage
+from notify_transport.drivers.kafka.delivery.counters import DeliveryCounters
 from notify_transport.drivers.kafka.message import ConsumedRecord
 from notify_transport.drivers.kafka.partitions import format_offsets
 
@@ -193,8 +194,10 @@ class CommitBeforeDispatch(CommitPolicy):
     :class:`BackgroundCommitter` while the batch is decoded.
     """
 
-    def __init__(self, requeuer: Any = None, hooks: Any = None) -> None:
+    def __init__(self, requeuer: Any = None, hooks: Any = None, counters: DeliveryCounters | None = None) -> None:
         super().__init__()
+        #: the listener's ``commits`` and ``commit_failures`` counters (for ``metrics()``)
+        self.counters = counters if counters is not None else DeliveryCounters()
         self._warned_requeue = False
         #: a :class:`~.retry.Requeuer` when retry / dead-letter topics are configured
         self.requeuer = requeuer
@@ -224,12 +227,15 @@ class CommitBeforeDispatch(CommitPolicy):
     def _settle(self, offsets: list[TopicPartition], err: KafkaError | None) -> None:
         """In the polling thread: record the commit and tell the hooks, or say why it failed."""
         if err is not None:
+            self.counters.commit_failures.incr()
             # Not lost: uncommitted, the batch will be read again by whoever
             # owns the partition next; it is still handed out now.
             LOG.warning("%s: could not commit offsets %s before dispatch (%s); "
                         "dispatching anyway, these messages may be delivered again",
                         self.name, format_offsets(offsets), err.str())
             return
+        if offsets:
+            self.counters.commits.incr()
         committed = self.committed
         for tp in offsets:
             committed[(tp.topic, tp.partition)] = tp.offset
