@@ -23,6 +23,8 @@ import time
 import uuid
 from pathlib import Path
 
+from notify_transport.pipeline import user_cache
+
 LOG = logging.getLogger(__name__)
 
 #: a dump still unfinished after this long is given up
@@ -32,15 +34,16 @@ LOG_TO_STDERR = "-Xlog:disable -Xlog:all=warning:stderr"
 
 
 def cache_dir() -> Path:
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return Path(base) / "notify-transport" / "spark-cds"
+    return user_cache.root() / "spark-cds"
 
 
 def _key() -> str:
     import pyspark
 
     java = os.environ.get("JAVA_HOME") or shutil.which("java") or ""
-    text = "|".join((pyspark.__version__, os.path.dirname(pyspark.__file__), os.path.realpath(java)))
+    # the class path the JVM checks the archive against comes from SPARK_HOME (see .spark_home)
+    text = "|".join((pyspark.__version__, os.path.dirname(pyspark.__file__), os.path.realpath(java),
+                     os.environ.get("SPARK_HOME", "")))
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 

@@ -16,6 +16,7 @@ from typing import Iterator, Mapping
 from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 
 from notify_transport import secrets
+from notify_transport.pipeline import spark_home
 from notify_transport.pipeline.class_cache import ClassCache
 
 LOG = logging.getLogger(__name__)
@@ -36,13 +37,18 @@ def prepare_environment(master: str) -> None:
     """Set what the Spark launcher reads from the environment, before the JVM starts.
 
     A local master runs its Python workers on this machine, so they must use
-    this interpreter; on a cluster the executors' own setting is kept when the
-    user gave one.
+    this interpreter, and, unless ``SPARK_HOME`` is set, Spark runs from the
+    overlay of :mod:`.spark_home` so that they import PySpark compiled; on a
+    cluster the executors' own setting is kept when the user gave one.
     """
     if is_local(master):
         os.environ["PYSPARK_PYTHON"] = sys.executable
         os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
         os.environ["SPARK_LOCAL_IP"] = "127.0.0.1"
+        if "SPARK_HOME" not in os.environ:  # a Spark home the user chose is kept
+            home = spark_home.prepared()
+            if home is not None:
+                os.environ["SPARK_HOME"] = str(home)
     else:
         os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
         os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)

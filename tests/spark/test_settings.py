@@ -110,12 +110,19 @@ def test_session_environment_is_set_by_the_code(monkeypatch):
 
     from notify_transport.pipeline import session
 
+    from notify_transport.pipeline import spark_home
+
     monkeypatch.setenv("PYSPARK_PYTHON", "/elsewhere/python")
     monkeypatch.delenv("SPARK_LOCAL_IP", raising=False)
+    monkeypatch.delenv("SPARK_HOME", raising=False)
     session.prepare_environment("local[2]")
     import os
     assert os.environ["PYSPARK_PYTHON"] == sys.executable
     assert os.environ["SPARK_LOCAL_IP"] == "127.0.0.1"
+    assert os.environ["SPARK_HOME"] == str(spark_home.prepared())  # the overlay without the zipped PySpark
+    monkeypatch.setenv("SPARK_HOME", "/opt/spark")
+    session.prepare_environment("local[2]")
+    assert os.environ["SPARK_HOME"] == "/opt/spark"  # a Spark home the user chose is kept
     monkeypatch.setenv("PYSPARK_PYTHON", "/cluster/python")
     session.prepare_environment("spark://master:7077")
     assert os.environ["PYSPARK_PYTHON"] == "/cluster/python"  # the cluster's own interpreter is kept

@@ -41,3 +41,10 @@ def test_an_empty_dump_of_an_exited_jvm_is_dropped(tmp_path):
     again = ClassCache(tmp_path)
     assert "-XX:ArchiveClassesAtExit=" in again.java_options()
     assert not again.archive.exists() and list(tmp_path.glob("*.dump")) == []
+
+
+def test_the_archive_is_named_after_the_spark_home_whose_class_path_it_holds(tmp_path, monkeypatch):
+    monkeypatch.setenv("SPARK_HOME", "/cache/spark-home-a")
+    first = ClassCache(tmp_path).key
+    monkeypatch.setenv("SPARK_HOME", "/cache/spark-home-b")
+    assert ClassCache(tmp_path).key != first
