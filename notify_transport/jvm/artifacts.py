@@ -22,9 +22,11 @@ from importlib import resources
 from pathlib import Path
 from typing import Callable, Mapping, Sequence
 
+from notify_transport import user_cache
+
 LOG = logging.getLogger(__name__)
 
-#: Environment variable that moves the cache (default ``~/.cache/notify-transport/jvm``).
+#: Environment variable that moves the jar cache (default: ``jvm`` in the user's cache folder).
 CACHE_ENV = "NOTIFY_TRANSPORT_JVM_CACHE"
 #: The file written last into a complete cache entry: the jar names, one per line.
 MANIFEST = "jars.txt"
@@ -63,8 +65,10 @@ class ArtifactSet:
 
 
 def cache_root() -> Path:
+    """Where fetched and built jars are kept: ``$NOTIFY_TRANSPORT_JVM_CACHE``, else ``jvm`` under
+    :func:`notify_transport.user_cache.root`."""
     root = os.environ.get(CACHE_ENV)
-    return Path(root) if root else Path.home() / ".cache" / "notify-transport" / "jvm"
+    return Path(root) if root else user_cache.root() / "jvm"
 
 
 def _cached(entry: Path) -> list[Path] | None:

@@ -22,7 +22,7 @@ import shutil
 import uuid
 from pathlib import Path
 
-from notify_transport.pipeline import user_cache
+from notify_transport import user_cache
 
 LOG = logging.getLogger(__name__)
 

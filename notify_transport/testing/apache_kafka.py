@@ -129,19 +129,30 @@ class SecureListener:
         return "SASL_SSL" if self.certificate is not None else "SASL_PLAINTEXT"
 
     def properties(self, keystore: Path) -> dict[str, str]:
-        """The broker's settings for this listener; a TLS key store is written to ``keystore``."""
+        """The broker's settings for this listener, its TLS key store read from ``keystore``
+        (which :meth:`write_keystore` fills)."""
         prefix = f"listener.name.{self.NAME.lower()}."
         accounts = {f"user_{name}": password for name, password in sorted(self.users.items())}
         props = {f"{prefix}sasl.enabled.mechanisms": "PLAIN",
                  f"{prefix}plain.sasl.jaas.config": jaas_config(JAAS_MODULES["PLAIN"], accounts)}
         if self.certificate is not None:
-            if self.key is None:
-                raise ValueError("a TLS listener needs the certificate's key")
-            # Kafka reads a PEM key store from one file: the (unencrypted PKCS#8) key, then the chain
-            keystore.write_text(Path(self.key).read_text() + Path(self.certificate).read_text())
-            keystore.chmod(0o600)
+            self._require_key()
             props.update({f"{prefix}ssl.keystore.type": "PEM", f"{prefix}ssl.keystore.location": str(keystore)})
         return props
+
+    def write_keystore(self, keystore: Path) -> None:
+        """Write the TLS key store a node's :meth:`properties` name (nothing without TLS)."""
+        if self.certificate is None:
+            return
+        key = self._require_key()
+        # Kafka reads a PEM key store from one file: the (unencrypted PKCS#8) key, then the chain
+        keystore.write_text(Path(key).read_text() + Path(self.certificate).read_text())
+        keystore.chmod(0o600)
+
+    def _require_key(self) -> Path:
+        if self.key is None:
+            raise ValueError("a TLS listener needs the certificate's key")
+        return self.key
 
 
 def _properties_value(value: Any) -> str:
@@ -172,6 +183,7 @@ class KafkaNode(BrokerProcess):
         self._log_dir.mkdir(parents=True, exist_ok=True)
         self.log_path = self._log_dir / "server.log"
         self.config_path = self._log_dir / "server.properties"
+        self.keystore_path = self._log_dir / "keystore.pem"
 
     def __repr__(self) -> str:
         return f"<KafkaNode {self.node_id} {self.bootstrap}>"
@@ -212,7 +224,7 @@ class KafkaNode(BrokerProcess):
             "share.coordinator.state.topic.min.isr": in_sync,
             **BASE_CONFIG,
             **(ONE_NODE_CONFIG if size == 1 else {}),
-            **(secure.properties(self._log_dir / "keystore.pem") if secure is not None else {}),
+            **(secure.properties(self.keystore_path) if secure is not None else {}),
             **self.cluster.broker_config,
         }
         return props
@@ -221,6 +233,8 @@ class KafkaNode(BrokerProcess):
         lines = [f"{key}={_properties_value(value)}" for key, value in self.properties().items()]
         self.config_path.write_text("\n".join(lines) + "\n")
         (self._log_dir / "log4j2.properties").write_text(_LOG4J2)
+        if self.cluster.secure is not None:
+            self.cluster.secure.write_keystore(self.keystore_path)
 
     def formatted(self) -> bool:
         return (self.data_dir / "meta.properties").is_file()

@@ -189,6 +189,34 @@ def raw_producer() -> Iterator[Callable[[Broker], Any]]:
         producer.flush(5)
 
 
+class IdRecorder:
+    """A notification endpoint for the info priority that keeps, thread-safely, every payload and
+    its ``"i"`` (the tests number their notifications so)."""
+
+    def __init__(self) -> None:
+        self.payloads: list[dict] = []
+        self.ids: list[int] = []
+        self._lock = threading.Lock()
+
+    def info(self, ctxt: Any, publisher_id: str, event_type: str, payload: dict, metadata: Any) -> None:
+        with self._lock:
+            self.payloads.append(payload)
+            self.ids.append(payload.get("i", -1) if isinstance(payload, dict) else -1)
+
+
+def listener_start_error(transport: Any, topic: str, pool: str) -> str:
+    """The text of the :class:`ServerListenError` a notification listener's ``start()`` raises on
+    ``transport`` (the test fails if it starts)."""
+    import notify_transport
+    from notify_transport.exceptions import ServerListenError
+
+    server = notify_transport.get_notification_listener(
+        transport, [notify_transport.Target(topic=topic)], [IdRecorder()], pool=pool)
+    with pytest.raises(ServerListenError) as info:
+        server.start()
+    return str(info.value)
+
+
 class Collector:
     """Polls a driver listener in a thread (as the listener server does) and keeps what arrives."""
 

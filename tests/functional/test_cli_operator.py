@@ -181,7 +181,7 @@ def test_user_errors_are_one_line_and_an_exit_code(broker, tmp_path) -> None:
     assert unknown.returncode == 1 and len(error_lines(unknown.stderr)) == 1
     unreachable = run_cli("lag", "--transport-url", "kafka://127.0.0.1:1", "--connect-timeout", "2")
     assert unreachable.returncode == 3
-    assert len(error_lines(unreachable.stderr)) == 1 and "cannot reach the Kafka cluster" in unreachable.stderr
+    assert len(error_lines(unreachable.stderr)) == 1 and "Cannot reach the Kafka cluster" in unreachable.stderr
     scheme = run_cli("topics", "--transport-url", "nosuch://h:1")
     assert scheme.returncode == 2 and len(error_lines(scheme.stderr)) == 1
 

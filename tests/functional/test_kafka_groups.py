@@ -14,7 +14,6 @@ import signal
 import subprocess
 import sys
 import textwrap
-import threading
 import time
 import uuid
 from typing import Any
@@ -22,21 +21,12 @@ from typing import Any
 import pytest
 
 import notify_transport as nt
+from kafka_fixtures import IdRecorder
 from waits import wait_until
 
 pytestmark = pytest.mark.functional
 
 PROTOCOLS = ["classic", "consumer"]
-
-
-class Recorder:
-    def __init__(self) -> None:
-        self.ids: list[int] = []
-        self._lock = threading.Lock()
-
-    def info(self, ctxt, publisher_id, event_type, payload, metadata):
-        with self._lock:
-            self.ids.append(payload["i"])
 
 
 def send(transport: Any, topic: str, ids: range) -> None:
@@ -55,7 +45,7 @@ def test_two_pools_of_two_split_the_partitions_and_each_pool_gets_everything(
         kafka_conf, apache_kafka.url(topic_partitions=2, group_protocol=protocol))
     topic = unique_topic("pools")
     suffix = uuid.uuid4().hex[:6]
-    endpoints = [Recorder() for _ in range(4)]
+    endpoints = [IdRecorder() for _ in range(4)]
     listeners = []
     try:
         for index, endpoint in enumerate(endpoints):  # one after another, as services start
@@ -124,7 +114,7 @@ def test_a_member_that_died_is_evicted_and_its_replacement_gets_everything(
         os.kill(child.pid, signal.SIGKILL)  # no LeaveGroup: the broker must find out by itself
         child.wait(10)
         transport = nt.get_notification_transport(kafka_conf, url)
-        endpoint = Recorder()
+        endpoint = IdRecorder()
         replacement = nt.get_notification_listener(transport, [nt.Target(topic=topic)], [endpoint],
                                                    pool=pool, executor="threading")
         replacement.start()  # returns once the dead member was evicted and the partition is ours

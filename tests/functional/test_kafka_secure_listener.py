@@ -10,27 +10,16 @@ appears in neither the error nor the log.
 from __future__ import annotations
 
 import logging
-import threading
 
 import pytest
 
 import notify_transport
 from notify_transport import Target
-from notify_transport.exceptions import ServerListenError
+from kafka_fixtures import IdRecorder, listener_start_error
 from session_brokers import SECURE_PASSWORD, SECURE_USER
 from waits import wait_until
 
 pytestmark = [pytest.mark.functional]
-
-
-class Collect:
-    def __init__(self) -> None:
-        self.payloads: list[dict] = []
-        self.lock = threading.Lock()
-
-    def info(self, ctxt, publisher_id, event_type, payload, metadata):
-        with self.lock:
-            self.payloads.append(payload)
 
 
 def test_notifications_travel_over_sasl_and_tls(apache_kafka, kafka_conf, unique_topic):
@@ -38,7 +27,7 @@ def test_notifications_travel_over_sasl_and_tls(apache_kafka, kafka_conf, unique
     url = apache_kafka.secure_url(SECURE_USER)
     assert f"security_protocol={apache_kafka.secure.protocol}" in url
     transport = notify_transport.get_notification_transport(kafka_conf, url)
-    endpoint = Collect()
+    endpoint = IdRecorder()
     server = notify_transport.get_notification_listener(transport, [Target(topic=topic)], [endpoint],
                                                         pool="secure")
     try:
@@ -47,8 +36,8 @@ def test_notifications_travel_over_sasl_and_tls(apache_kafka, kafka_conf, unique
                                              driver="messaging")
         for i in range(20):
             notifier.info({}, "secure.sent", {"i": i})
-        assert wait_until(lambda: len(endpoint.payloads) >= 20, timeout=60)
-        assert sorted(p["i"] for p in endpoint.payloads) == list(range(20))
+        assert wait_until(lambda: len(endpoint.ids) >= 20, timeout=60)
+        assert sorted(endpoint.ids) == list(range(20))
     finally:
         server.stop()
         server.wait()
@@ -62,11 +51,7 @@ def test_a_wrong_password_fails_the_start_with_the_cause_and_without_the_secret(
     transport = notify_transport.get_notification_transport(
         kafka_conf, apache_kafka.secure_url(SECURE_USER, password=wrong, listener_start_timeout=5))
     try:
-        server = notify_transport.get_notification_listener(
-            transport, [Target(topic=unique_topic("refused"))], [Collect()], pool="refused")
-        with pytest.raises(ServerListenError) as info:
-            server.start()
-        text = str(info.value)
+        text = listener_start_error(transport, unique_topic("refused"), pool="refused")
         # librdkafka's documented code for a failed SASL authentication
         assert "last error: _AUTHENTICATION: " in text, text
         assert wrong not in text and SECURE_PASSWORD not in text

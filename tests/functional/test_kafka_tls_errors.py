@@ -14,16 +14,11 @@ import re
 import pytest
 
 import notify_transport
-from notify_transport import Target
-from notify_transport.exceptions import ConfigurationError, ServerListenError
+from notify_transport.exceptions import ConfigurationError
 from notify_transport.testing.tls import self_signed_certificate
+from kafka_fixtures import listener_start_error
 
 pytestmark = [pytest.mark.functional]
-
-
-class Endpoint:
-    def info(self, ctxt, publisher_id, event_type, payload, metadata):
-        pass
 
 
 def test_missing_ca_file_is_named_when_the_transport_is_built(kafka_broker, kafka_conf, tmp_path):
@@ -42,11 +37,7 @@ def test_tls_against_a_plaintext_listener_reports_the_handshake(kafka_broker, ka
     transport = notify_transport.get_notification_transport(
         kafka_conf, kafka_broker.url(security_protocol="SSL", ssl_cafile=str(cert), listener_start_timeout=3))
     try:
-        server = notify_transport.get_notification_listener(
-            transport, [Target(topic=unique_topic("tls"))], [Endpoint()], pool="tls")
-        with pytest.raises(ServerListenError) as info:
-            server.start()
-        text = str(info.value)
+        text = listener_start_error(transport, unique_topic("tls"), pool="tls")
         assert f"Cannot reach the Kafka cluster at {kafka_broker.bootstrap}" in text, text
         # librdkafka's documented codes for a TLS connection refused at the transport level
         assert re.search(r"last error: (_SSL|_TRANSPORT): ", text), text

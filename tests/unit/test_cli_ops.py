@@ -199,7 +199,7 @@ def test_unreachable_brokers_exit_3(command, capsys) -> None:
     url = f"kafka://127.0.0.1:{free_port()}"
     assert run(*command, "--transport-url", url, "--connect-timeout", "1") == 3
     err = capsys.readouterr().err
-    assert "cannot reach the Kafka cluster" in err
+    assert "Cannot reach the Kafka cluster" in err
 
 
 def test_help_has_examples(capsys) -> None:

@@ -132,9 +132,11 @@ def test_a_secure_listener_is_configured_beside_the_plain_one(tmp_path):
         'org.apache.kafka.common.security.plain.PlainLoginModule required '
         'user_alice="pa\\"ss\\\\word" user_bob="b";')
     keystore = Path(props["listener.name.secure.ssl.keystore.location"])
-    assert keystore.read_text() == key.read_text() + certificate.read_text()
+    assert not keystore.exists(), "building the settings writes no file"
     # a Java properties file reads a backslash as an escape: the JAAS line's own are doubled
     node.write_config()
+    assert keystore.read_text() == key.read_text() + certificate.read_text()
+    assert keystore.stat().st_mode & 0o077 == 0
     line = next(x for x in node.config_path.read_text().splitlines() if x.startswith("listener.name.secure.plain"))
     assert line.endswith('user_alice="pa\\\\"ss\\\\\\\\word" user_bob="b";')
     ports = [p for n in cluster.nodes for p in (n.port, n.controller_port, n.secure_port)]
@@ -153,3 +155,13 @@ def test_without_a_certificate_the_secure_listener_is_sasl_over_plain_text(tmp_p
     assert "ssl_cafile" not in cluster.secure_url("alice")
     with pytest.raises(ValueError, match="no secure listener"):
         _ = ApacheKafka(base_dir=tmp_path / "plain").secure_bootstrap
+    cluster.node(1).write_config()
+    assert not cluster.node(1).keystore_path.exists()
+
+
+def test_a_tls_listener_without_its_key_is_refused(tmp_path):
+    certificate = tmp_path / "cert.pem"
+    certificate.write_text("c")
+    cluster = ApacheKafka(base_dir=tmp_path / "one", secure=SecureListener(users={"a": "b"}, certificate=certificate))
+    with pytest.raises(ValueError, match="needs the certificate's key"):
+        cluster.node(1).write_config()

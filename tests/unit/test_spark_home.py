@@ -49,3 +49,17 @@ def test_two_installations_get_two_overlays(tmp_path):
     first = fake_home(tmp_path / "a")
     second = fake_home(tmp_path / "b")
     assert spark_home.prepared(tmp_path / "cache", first) != spark_home.prepared(tmp_path / "cache", second)
+
+
+def test_the_jar_cache_and_the_pipeline_share_the_users_cache_folder(monkeypatch, tmp_path):
+    from notify_transport import user_cache
+    from notify_transport.jvm import artifacts
+    from notify_transport.pipeline import class_cache
+
+    monkeypatch.delenv(artifacts.CACHE_ENV, raising=False)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    assert user_cache.root() == tmp_path / "notify-transport"
+    assert artifacts.cache_root() == user_cache.root() / "jvm"
+    assert class_cache.cache_dir().parent == user_cache.root()
+    monkeypatch.setenv(artifacts.CACHE_ENV, str(tmp_path / "jars"))
+    assert artifacts.cache_root() == tmp_path / "jars"

@@ -137,13 +137,16 @@ class ClusterAdmin:
             return
         self.last_error = err
 
-    def _why_unreachable(self) -> str:
-        """:meth:`_last_error_text` once the error callbacks waiting in the client are served."""
+    def _unreachable(self, what: str, err: KafkaError) -> ClusterUnavailable:
+        """The error for a request that got no answer in time, with why when the client knows:
+        the request's own error says only that it timed out, while the reason (a refused
+        password, a TLS handshake) is the client's last error, served by a poll first."""
         try:
             self.client().poll(0)
         except (KafkaException, RuntimeError):
             pass
-        return self._last_error_text()
+        return ClusterUnavailable(f"Cannot reach the Kafka cluster at {self.bootstrap} within {self.timeout:g}s "
+                                  f"({what}: {err.str()}){self._last_error_text()}")
 
     def _last_error_text(self) -> str:
         """The client's last error with its stable code name (``_SSL``, ``_TRANSPORT``, ...).
@@ -165,9 +168,7 @@ class ClusterAdmin:
         try:
             metadata = self.client().list_topics(timeout=self.timeout)
         except KafkaException as exc:
-            raise MessagingException(
-                f"Cannot reach the Kafka cluster at {self._config.get('bootstrap.servers')} "
-                f"within {self.timeout}s: {exc.args[0].str()}{self._why_unreachable()}") from None
+            raise self._unreachable("listing topics", exc.args[0]) from None
         return {name for name, topic in metadata.topics.items()
                 if topic.error is None and topic.partitions}
 
@@ -358,8 +359,5 @@ class ClusterAdmin:
         if not isinstance(err, KafkaError):
             return ClusterError(f"{what}: {exc}")
         if err.code() in UNREACHABLE:
-            # the request's own error says only that it timed out; why (a refused password,
-            # a TLS handshake) is the client's last error
-            return ClusterUnavailable(f"cannot reach the Kafka cluster at {self.bootstrap} within "
-                                      f"{self.timeout:g}s ({what}: {err.str()}){self._why_unreachable()}")
+            return self._unreachable(what, err)
         return ClusterError(f"{what}: {err.str()}")
