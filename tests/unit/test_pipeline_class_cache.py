@@ -48,3 +48,26 @@ def test_the_archive_is_named_after_the_spark_home_whose_class_path_it_holds(tmp
     first = ClassCache(tmp_path).key
     monkeypatch.setenv("SPARK_HOME", "/cache/spark-home-b")
     assert ClassCache(tmp_path).key != first
+
+
+def test_writing_the_archive_prints_no_class_sharing_warnings(tmp_path):
+    """A user's first run wrote some 1,400 lines of "[warning][cds] Skipping ...: Signed JAR" and
+    the like to stderr as the JVM dumped Spark's classes; only the dump's errors may show."""
+    import shlex
+    import shutil
+    from pathlib import Path
+
+    import pyspark
+
+    java = shutil.which("java")
+    if java is None:
+        pytest.skip("no java on PATH")
+    cache = ClassCache(tmp_path)
+    options = cache.java_options()
+    assert cache.dump is not None
+    jars = Path(pyspark.__file__).parent / "jars"
+    # janino's compiler, from a signed jar of Spark's: its classes are among those a dump leaves out
+    done = subprocess.run([java, *shlex.split(options), "-cp", f"{jars}/*", "org.codehaus.janino.Compiler"],
+                          capture_output=True, text=True, timeout=120)
+    assert cache.dump.stat().st_size > 0, done.stderr[-2000:]
+    assert "[cds]" not in done.stderr, done.stderr[:2000]
