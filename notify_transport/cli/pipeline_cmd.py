@@ -210,14 +210,14 @@ def _run_spark(args: argparse.Namespace, settings, subscription, config, backlog
     from notify_transport.pipeline import jobs
     from notify_transport.pipeline.reading import choose_format
     from notify_transport.pipeline.source import FORMAT_NAME
-    from notify_transport.pipeline.session import build_session, run_conf, warm_up
+    from notify_transport.pipeline.session import build_session, run_conf, small_run, warm_up
 
     output = config.output
     log_level = "INFO" if LOG.isEnabledFor(logging.DEBUG) else "ERROR"
     _show_progress(jobs.PROGRESS_LOG)
     extra_conf = {**run_conf(backlog), **_spark_conf(args.spark_conf)}  # the user's settings win
     spark = build_session(args.master, shuffle_partitions=args.shuffle_partitions,
-                          extra_conf=extra_conf, log_level=log_level)
+                          extra_conf=extra_conf, log_level=log_level, quick_start=small_run(backlog))
     # resolved once: the query's read takes this format without probing the classpath again
     config = dataclasses.replace(config, source_format=choose_format(spark, config.source_format))
     # the Python processes the read needs start while the query starts

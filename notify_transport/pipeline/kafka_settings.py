@@ -39,9 +39,18 @@ FETCH_WAIT = "fetch.wait.max.ms"
 #: which the broker holds for the whole wait (the Java client's default: 500 ms, per partition
 #: read). A short wait still keeps a range that cannot complete from polling in a tight loop.
 CONNECTOR_FETCH_WAIT_MS = 10
+#: librdkafka's names (one an alias of the other) for the most a fetch returns of one partition.
+PARTITION_FETCH_BYTES = ("max.partition.fetch.bytes", "fetch.message.max.bytes")
+#: What the connector's consumers fetch of a partition at once when nothing says otherwise and the
+#: read is not capped (:func:`~notify_transport.pipeline.reading.source_options`): each task reads
+#: one partition's range, and the Java client's 1 MiB (some 800 notifications) made the broker
+#: answer so many fetches that on two cores it spent more CPU than the read (the pipeline docs give
+#: the figures). A capped read keeps the client's default: a fetch may run past the task's range.
+CONNECTOR_PARTITION_FETCH_BYTES = 16 * 1024 * 1024
 #: librdkafka properties the translation to Java properties reads (or, for client.id, leaves out).
 _TRANSLATED = frozenset({"bootstrap.servers", "security.protocol", "client.id", "sasl.mechanism",
-                         "sasl.username", "sasl.password", FETCH_WAIT}) | {prop for _, prop in props.SSL_OPTIONS}
+                         "sasl.username", "sasl.password", FETCH_WAIT, *PARTITION_FETCH_BYTES}) \
+    | {prop for _, prop in props.SSL_OPTIONS}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -93,6 +102,9 @@ class KafkaSettings:
         options = {"kafka.bootstrap.servers": ",".join(self.bootstrap_servers),
                    "kafka.security.protocol": protocol,
                    "kafka.fetch.max.wait.ms": str(conf.get(FETCH_WAIT, CONNECTOR_FETCH_WAIT_MS))}
+        fetch_bytes = next((conf[name] for name in PARTITION_FETCH_BYTES if name in conf), None)
+        if fetch_bytes is not None:
+            options["kafka.max.partition.fetch.bytes"] = str(fetch_bytes)
         if protocol.startswith("SASL"):
             mechanism = str(conf.get("sasl.mechanism", "PLAIN"))
             options["kafka.sasl.mechanism"] = mechanism

@@ -13,7 +13,7 @@ from typing import Sequence
 from pyspark.errors import AnalysisException
 
 from notify_transport.exceptions import ConfigurationError
-from notify_transport.pipeline.kafka_settings import KafkaSettings
+from notify_transport.pipeline.kafka_settings import CONNECTOR_PARTITION_FETCH_BYTES, KafkaSettings
 from notify_transport.pipeline.source import FORMAT_NAME
 from notify_transport.pipeline.topics import Subscription
 
@@ -85,6 +85,8 @@ def source_options(settings: KafkaSettings, subscription: Subscription, fmt: str
     options["failOnDataLoss"] = "true" if fail_on_data_loss else "false"
     if max_per_trigger and streaming:
         options["maxOffsetsPerTrigger"] = str(max_per_trigger)
+    elif fmt == "kafka":
+        options.setdefault("kafka.max.partition.fetch.bytes", str(CONNECTOR_PARTITION_FETCH_BYTES))
     if ending_offsets and not streaming:
         options["endingOffsets"] = ending_offsets
     return options

@@ -54,8 +54,14 @@ def prepare_environment(master: str) -> None:
         os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
 
 
-def default_conf(master: str, shuffle_partitions: int = 2) -> dict[str, str]:
-    """Spark settings of the pipeline; small enough for two cores."""
+#: The driver JVM's option for a run known to be small: C1 only. The JVM starts sooner (about 2 s on
+#: the development machine), but its compiled code runs two to three times slower than C2's: the
+#: connector's read, the JVM decoder, Parquet encoding (the pipeline docs give the figures).
+QUICK_START = "-XX:TieredStopAtLevel=1"
+
+
+def default_conf(master: str, shuffle_partitions: int = 2, quick_start: bool = False) -> dict[str, str]:
+    """Spark settings of the pipeline; small enough for two cores. ``quick_start``: see :data:`QUICK_START`."""
     conf = {
         "spark.ui.enabled": "false",
         "spark.ui.showConsoleProgress": "false",
@@ -80,9 +86,7 @@ def default_conf(master: str, shuffle_partitions: int = 2) -> dict[str, str]:
         # compressing them costs more than it saves.
         "spark.sql.inMemoryColumnarStorage.compressed": "false",
         # Spark's stop path matches a long message with a recursive regex; give it room.
-        # C1 only: the JVM starts about 2 s sooner; its hot paths are Parquet encoding and shuffle I/O,
-        # where C2 gains little over the few seconds a scheduled run lasts.
-        JAVA_OPTIONS: "-Xss16m -XX:TieredStopAtLevel=1",
+        JAVA_OPTIONS: "-Xss16m" + (f" {QUICK_START}" if quick_start else ""),
     }
     if is_local(master):
         conf["spark.driver.host"] = "127.0.0.1"
@@ -94,6 +98,11 @@ def default_conf(master: str, shuffle_partitions: int = 2) -> dict[str, str]:
 SMALL_RUN_RECORDS = 100_000
 
 
+def small_run(backlog: int | None) -> bool:
+    """Whether a run will read few enough records that starting sooner beats running faster."""
+    return backlog is not None and backlog <= SMALL_RUN_RECORDS
+
+
 def run_conf(backlog: int | None) -> dict[str, str]:
     """Settings for a run known to read ``backlog`` records (None: not known, Spark's defaults).
 
@@ -102,7 +111,7 @@ def run_conf(backlog: int | None) -> dict[str, str]:
     scheduled run of a few thousand records, where compiling the micro-batch's
     plans costs more than interpreting them (the pipeline docs give the figures).
     """
-    if backlog is not None and backlog <= SMALL_RUN_RECORDS:
+    if small_run(backlog):
         return {"spark.sql.codegen.wholeStage": "false"}
     return {}
 
@@ -110,7 +119,7 @@ def run_conf(backlog: int | None) -> dict[str, str]:
 def build_session(master: str | None = None, app_name: str = "notify-transport-pipeline",
                   shuffle_partitions: int = 2, extra_conf: Mapping[str, str] | None = None,
                   log_level: str = "WARN", class_cache: bool = True, kafka_connector: bool = True,
-                  jvm_decoder: bool = True):
+                  jvm_decoder: bool = True, quick_start: bool = False):
     """Return the pipeline's SparkSession (reusing a running one) with ``notify_kafka`` registered.
 
     ``class_cache``: a local driver JVM uses (or writes) the class-data-sharing
@@ -119,6 +128,8 @@ def build_session(master: str | None = None, app_name: str = "notify-transport-p
     set-up fetched it (:mod:`.connector`), on a local master and on a cluster alike.
     ``jvm_decoder``: so does the jar of the decoder in the JVM (:mod:`.jvm_decoder`),
     compiled the first time when a JDK is there.
+    ``quick_start``: the driver JVM compiles with C1 only (:data:`QUICK_START`), for
+    a run known to be small (:func:`small_run`); a long or large run wants C2.
     """
     from pyspark.sql import SparkSession
 
@@ -127,7 +138,7 @@ def build_session(master: str | None = None, app_name: str = "notify-transport-p
 
     master = master or DEFAULT_MASTER
     prepare_environment(master)
-    conf = {**default_conf(master, shuffle_partitions), **(extra_conf or {})}
+    conf = {**default_conf(master, shuffle_partitions, quick_start), **(extra_conf or {})}
     if kafka_connector:
         conf.update(connector.session_conf(conf.get("spark.jars")))
     if jvm_decoder:

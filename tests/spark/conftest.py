@@ -33,7 +33,8 @@ def spark():
     """The shared local SparkSession (2 cores, small shuffle, no UI), built by the pipeline's code."""
     from notify_transport.pipeline.session import build_session
 
-    session = build_session("local[2]", app_name="notify-transport-tests", class_cache=False)
+    # the tests' queries are small: a quick start, as the CLI's runs of a small backlog get
+    session = build_session("local[2]", app_name="notify-transport-tests", class_cache=False, quick_start=True)
     yield session
     session.stop()
 

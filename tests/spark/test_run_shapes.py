@@ -22,6 +22,7 @@ from pathlib import Path
 import pyarrow.dataset as ds
 import pytest
 
+from notify_transport.jvm import artifacts
 from notify_transport.pipeline import jobs
 from notify_transport.pipeline.kafka_settings import KafkaSettings
 from notify_transport.pipeline.reading import Subscription
@@ -101,7 +102,9 @@ def _commits(checkpoint: Path) -> int:
 def _run_killed(command: list[str], checkpoint: Path, more_commits: int, timeout: float = 240.0) -> None:
     """Run ``command`` until the query committed ``more_commits`` more batches, then SIGKILL it."""
     before = _commits(checkpoint)
-    env = {**os.environ, "XDG_CACHE_HOME": str(checkpoint.parent / "cache")}  # the JVM's class cache
+    # a class cache of its own; the jars stay where the set-up put them
+    env = {**os.environ, "XDG_CACHE_HOME": str(checkpoint.parent / "cache"),
+           artifacts.CACHE_ENV: str(artifacts.cache_root())}
     process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env,
                                start_new_session=True)
     try:

@@ -8,7 +8,8 @@ from oslo_config import cfg
 
 from notify_transport.exceptions import ConfigurationError, InvalidTransportURL
 from notify_transport.drivers import naming as topics
-from notify_transport.pipeline.kafka_settings import CONNECTOR_FETCH_WAIT_MS, KafkaSettings
+from notify_transport.pipeline.kafka_settings import (CONNECTOR_FETCH_WAIT_MS, CONNECTOR_PARTITION_FETCH_BYTES,
+                                                     KafkaSettings)
 from notify_transport.pipeline.reading import Subscription, exact_topics_pattern, source_options
 
 
@@ -169,3 +170,26 @@ def test_a_fetch_wait_set_for_the_driver_reaches_the_connector(caplog):
         jvm = settings.spark_kafka_options()
     assert jvm["kafka.fetch.max.wait.ms"] == "200"
     assert "fetch.wait.max.ms" not in caplog.text  # translated, so not reported as ignored
+
+
+def test_an_uncapped_connector_read_fetches_large_parts_of_each_partition():
+    # the Java client's 1 MiB per partition made the broker answer some 800 notifications a
+    # fetch; a capped read keeps it, since a fetch may run past the task's range
+    sub = Subscription(base_topics=("n",), priorities=("info",))
+    settings = KafkaSettings.from_url("kafka://h:1/")
+    key = "kafka.max.partition.fetch.bytes"
+    assert source_options(settings, sub, "kafka")[key] == str(CONNECTOR_PARTITION_FETCH_BYTES)
+    assert source_options(settings, sub, "kafka", streaming=False)[key] == str(CONNECTOR_PARTITION_FETCH_BYTES)
+    assert key not in source_options(settings, sub, "kafka", max_per_trigger=1000)
+    assert key not in source_options(settings, sub, "notify_kafka")  # librdkafka keeps its own settings
+
+
+@pytest.mark.parametrize("name", ["max.partition.fetch.bytes", "fetch.message.max.bytes"])
+def test_a_partition_fetch_size_set_for_the_driver_reaches_the_connector(name, caplog):
+    settings = KafkaSettings.from_url(f"kafka://h:1/?librdkafka_config={name}:2097152")
+    sub = Subscription(base_topics=("n",), priorities=("info",))
+    with caplog.at_level(logging.WARNING):
+        for capped in (None, 1000):
+            assert source_options(settings, sub, "kafka", max_per_trigger=capped)[
+                "kafka.max.partition.fetch.bytes"] == "2097152"
+    assert name not in caplog.text  # translated, so not reported as ignored

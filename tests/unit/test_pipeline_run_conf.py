@@ -6,7 +6,8 @@ import pytest
 pytest.importorskip("pyspark")
 
 from notify_transport.pipeline import caught_up  # noqa: E402
-from notify_transport.pipeline.session import SMALL_RUN_RECORDS, run_conf  # noqa: E402
+from notify_transport.pipeline.session import (JAVA_OPTIONS, QUICK_START, SMALL_RUN_RECORDS,  # noqa: E402
+                                                default_conf, run_conf, small_run)
 
 INTERPRETED = {"spark.sql.codegen.wholeStage": "false"}
 
@@ -19,6 +20,15 @@ def test_a_small_known_backlog_runs_its_plans_interpreted(backlog):
 @pytest.mark.parametrize("backlog", [None, SMALL_RUN_RECORDS + 1, 10 * SMALL_RUN_RECORDS])
 def test_an_unknown_or_large_backlog_keeps_sparks_defaults(backlog):
     assert run_conf(backlog) == {}
+
+
+@pytest.mark.parametrize("backlog, quick", [(0, True), (SMALL_RUN_RECORDS, True), (SMALL_RUN_RECORDS + 1, False),
+                                            (None, False)])
+def test_only_a_small_known_backlog_starts_the_jvm_with_c1_only(backlog, quick):
+    """C1 starts sooner but compiles slower code: a large or unbounded run (a continuous one) needs C2."""
+    assert small_run(backlog) is quick
+    options = default_conf("local[2]", quick_start=small_run(backlog))[JAVA_OPTIONS].split()
+    assert (QUICK_START in options) is quick and "-Xss16m" in options
 
 
 def test_no_last_run_means_an_unknown_backlog_without_asking_kafka(tmp_path):

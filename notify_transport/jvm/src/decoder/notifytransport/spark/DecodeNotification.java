@@ -44,6 +44,11 @@ public final class DecodeNotification implements UDF2<byte[], Boolean, Row> {
     private static final BigInteger MIN_INT = BigInteger.valueOf(Long.MIN_VALUE);
     private static final BigInteger MAX_INT = BigInteger.ONE.shiftLeft(64).subtract(BigInteger.ONE);
     private static final char[] HEX = "0123456789abcdef".toCharArray();
+    /** A string's characters are scanned from a copy in this buffer: an array loop, where
+     * {@code String.charAt} checks the index and the string's coding at every character. */
+    private static final ThreadLocal<char[]> SCAN = ThreadLocal.withInitial(() -> new char[1024]);
+    /** What {@link #scan} reports of a string that needs no escaping. */
+    private static final int PLAIN = -1;
 
     private static final JsonFactory JSON = JsonFactory.builder()
             .enable(StreamReadFeature.STRICT_DUPLICATE_DETECTION)
@@ -80,7 +85,7 @@ public final class DecodeNotification implements UDF2<byte[], Boolean, Row> {
     }
 
     static Message decode(byte[] value, boolean withPayload) throws Defer, IOException {
-        String text = strictUtf8(value);
+        String text = utf8(value);
         noByteOrderMark(text);
         try (JsonParser outer = JSON.createParser(text)) {
             expect(outer.nextToken() == JsonToken.START_OBJECT);
@@ -93,12 +98,12 @@ public final class DecodeNotification implements UDF2<byte[], Boolean, Row> {
                 noByteOrderMark(inner);
                 try (JsonParser parser = JSON.createParser(inner)) {
                     expect(parser.nextToken() == JsonToken.START_OBJECT);
-                    Message m = message(parser, parser.nextToken(), withPayload);
+                    Message m = message(parser, parser.nextToken(), withPayload, inner.length());
                     expect(parser.nextToken() == null);
                     return m;
                 }
             }
-            Message m = message(outer, first, withPayload);
+            Message m = message(outer, first, withPayload, text.length());
             expect(outer.nextToken() == null);
             return m;
         }
@@ -124,8 +129,12 @@ public final class DecodeNotification implements UDF2<byte[], Boolean, Row> {
         return message;
     }
 
-    /** The notification fields of an object whose first token after '{' is {@code first}. */
-    private static Message message(JsonParser p, JsonToken first, boolean withPayload) throws Defer, IOException {
+    /**
+     * The notification fields of an object whose first token after '{' is {@code first}; its text
+     * is {@code size} characters long, room enough for the payload written back.
+     */
+    private static Message message(JsonParser p, JsonToken first, boolean withPayload, int size)
+            throws Defer, IOException {
         Message m = new Message();
         for (JsonToken t = first; t != JsonToken.END_OBJECT; t = p.nextToken()) {
             expect(t == JsonToken.FIELD_NAME);
@@ -143,7 +152,7 @@ public final class DecodeNotification implements UDF2<byte[], Boolean, Row> {
                     }
                     break;
                 case "payload":
-                    StringBuilder out = withPayload ? new StringBuilder(256) : null;
+                    StringBuilder out = withPayload ? new StringBuilder(size) : null;
                     copy(p, v, out, 1);
                     m.payload = out == null ? null : out.toString();
                     m.hasPayload = true;
@@ -279,46 +288,87 @@ public final class DecodeNotification implements UDF2<byte[], Boolean, Row> {
 
     /** A JSON string as orjson writes it: quote, backslash and control characters escaped, the rest as is. */
     private static void quote(String s, StringBuilder out) throws Defer {
-        noLoneSurrogate(s);
+        int n = s.length();
+        char[] chars = chars(s);
+        int first = scan(chars, n);
         if (out == null) {
             return;
         }
         out.append('"');
-        for (int i = 0, n = s.length(); i < n; i++) {
-            char c = s.charAt(i);
-            switch (c) {
-                case '"': out.append("\\\""); break;
-                case '\\': out.append("\\\\"); break;
-                case '\b': out.append("\\b"); break;
-                case '\t': out.append("\\t"); break;
-                case '\n': out.append("\\n"); break;
-                case '\f': out.append("\\f"); break;
-                case '\r': out.append("\\r"); break;
-                default:
-                    if (c < 0x20) {
-                        out.append("\\u00").append(HEX[c >> 4]).append(HEX[c & 0xf]);
-                    } else {
-                        out.append(c);
-                    }
+        if (first == PLAIN) {
+            out.append(s);  // one copy, in the string's own coding
+        } else {
+            out.append(chars, 0, first);
+            for (int i = first; i < n; i++) {
+                char c = chars[i];
+                switch (c) {
+                    case '"': out.append("\\\""); break;
+                    case '\\': out.append("\\\\"); break;
+                    case '\b': out.append("\\b"); break;
+                    case '\t': out.append("\\t"); break;
+                    case '\n': out.append("\\n"); break;
+                    case '\f': out.append("\\f"); break;
+                    case '\r': out.append("\\r"); break;
+                    default:
+                        if (c < 0x20) {
+                            out.append("\\u00").append(HEX[c >> 4]).append(HEX[c & 0xf]);
+                        } else {
+                            out.append(c);
+                        }
+                }
             }
         }
         out.append('"');
     }
 
-    /** Python holds a lone surrogate where Java does, but neither orjson nor Arrow writes it. */
-    private static void noLoneSurrogate(String s) throws Defer {
-        for (int i = 0, n = s.length(); i < n; i++) {
-            char c = s.charAt(i);
-            if (Character.isSurrogate(c)) {
-                expect(Character.isHighSurrogate(c) && i + 1 < n && Character.isLowSurrogate(s.charAt(i + 1)));
+    /** {@code s}'s characters in the scan buffer (grown as needed). */
+    private static char[] chars(String s) {
+        char[] chars = SCAN.get();
+        if (chars.length < s.length()) {
+            chars = new char[Math.max(s.length(), chars.length * 2)];
+            SCAN.set(chars);
+        }
+        s.getChars(0, s.length(), chars, 0);
+        return chars;
+    }
+
+    /**
+     * The index of the first of {@code chars[0..n)} that JSON escapes, or {@link #PLAIN}; defers
+     * on a lone surrogate (Python holds one where Java does, but neither orjson nor Arrow writes it).
+     */
+    private static int scan(char[] chars, int n) throws Defer {
+        int first = PLAIN;
+        for (int i = 0; i < n; i++) {
+            char c = chars[i];
+            if (c < 0x20 || c == '"' || c == '\\') {
+                if (first == PLAIN) {
+                    first = i;
+                }
+            } else if (c >= Character.MIN_SURROGATE && c <= Character.MAX_SURROGATE) {
+                expect(Character.isHighSurrogate(c) && i + 1 < n && Character.isLowSurrogate(chars[i + 1]));
                 i++;
             }
         }
+        return first;
+    }
+
+    private static void noLoneSurrogate(String s) throws Defer {
+        scan(chars(s), s.length());
     }
 
     /** Python's readers take a byte order mark in some places and refuse it in others: Python decides. */
     private static void noByteOrderMark(String text) throws Defer {
         expect(text.indexOf('\uFEFF') != 0);
+    }
+
+    /**
+     * {@code value} decoded, deferring on invalid UTF-8. The JDK's lenient decoding is much
+     * faster and replaces exactly what the strict one refuses, with U+FFFD: only a text holding
+     * that character (a replacement, or one that was sent) is decoded again strictly.
+     */
+    private static String utf8(byte[] value) throws Defer {
+        String text = new String(value, StandardCharsets.UTF_8);
+        return text.indexOf('\uFFFD') < 0 ? text : strictUtf8(value);
     }
 
     private static String strictUtf8(byte[] value) throws Defer {
