@@ -193,14 +193,17 @@ def _run(args: argparse.Namespace) -> int:
         source_format=args.source, starting_offsets=args.starting_offsets,
         max_per_trigger=args.max_records_per_trigger,
         fail_on_data_loss=not args.no_fail_on_data_loss)
-    backlog = caught_up.waiting(config.checkpoint_root, settings.librdkafka_config(), subscription) \
-        if args.once else None
+    if not args.once:  # a continuous run reads for as long as it runs: no size to know
+        return _run_spark(args, settings, subscription, config, None)
+    backlog = caught_up.waiting(config.checkpoint_root, settings.librdkafka_config(), subscription)
     if backlog == 0:
         _show_progress(run_config.PROGRESS_LOG)
         run_config.PROGRESS_LOG.info("Nothing new since the last run: Spark not started")
         summary = run_config.RunSummary.empty(time.monotonic() - started)
         print(json.dumps({"output": output, **summary.as_dict()}, indent=2))
         return _maybe_report(args, output)
+    if backlog is None:  # a first run (or a remote checkpoint) still starts Spark, sized by what Kafka holds
+        backlog = caught_up.held(settings.librdkafka_config(), subscription)
     return _run_spark(args, settings, subscription, config, backlog)
 
 

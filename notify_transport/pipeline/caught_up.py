@@ -12,6 +12,11 @@ missing, or the checkpoint is not a local folder).
 The file can only lag behind the checkpoint (it is written after the
 batches it describes commit), so a stale file makes a run start Spark, never
 skip records.
+
+The same count sizes the run that does start (a small one starts its JVM
+sooner, see :func:`~notify_transport.pipeline.session.small_run`); a run
+without a last run to count from is sized by what the partitions hold
+(:func:`held`).
 """
 from __future__ import annotations
 
@@ -87,6 +92,12 @@ def news(done: Mapping[offsets.Partition, int], latest: Mapping[offsets.Partitio
     return sum(max(0, end - done.get(tp, earliest.get(tp, 0))) for tp, end in latest.items())
 
 
+def _subscribed(admin: ClusterAdmin, subscription: Subscription) -> list[offsets.Partition]:
+    options = subscription.options()
+    topics = [t for t in options.get("subscribe", "").split(",") if t]
+    return subscribed_partitions(admin, topics, options.get("subscribePattern"))
+
+
 def waiting(checkpoint_root: str, kafka_config: Mapping[str, Any], subscription: Subscription,
             timeout: float = 30.0) -> int | None:
     """How many records the subscribed partitions hold past the last run's end offsets; None
@@ -96,11 +107,9 @@ def waiting(checkpoint_root: str, kafka_config: Mapping[str, Any], subscription:
     done = recorded(checkpoint_root)
     if done is None:
         return None
-    options = subscription.options()
-    topics = [t for t in options.get("subscribe", "").split(",") if t]
     admin = ClusterAdmin(admin_properties(kafka_config), timeout=timeout)
     try:
-        partitions = subscribed_partitions(admin, topics, options.get("subscribePattern"))
+        partitions = _subscribed(admin, subscription)
         latest = list_offsets(admin, partitions, "latest")
         unknown = [tp for tp in partitions if tp not in done]
         earliest = list_offsets(admin, unknown, "earliest") if unknown else {}
@@ -108,4 +117,25 @@ def waiting(checkpoint_root: str, kafka_config: Mapping[str, Any], subscription:
         admin.close()
     count = news(done, latest, earliest)
     LOG.info("%d records past the last run's end offsets", count)
+    return count
+
+
+def held(kafka_config: Mapping[str, Any], subscription: Subscription, timeout: float = 30.0) -> int:
+    """How many records the subscribed partitions hold (earliest to latest offset).
+
+    No run can read more, whatever its checkpoint or starting offsets say, so
+    this bounds a run the last run's offsets cannot measure (a first run, a
+    remote checkpoint): enough to tell a small run from a large one.
+    """
+    from notify_transport.pipeline.kafka_io import admin_properties
+
+    admin = ClusterAdmin(admin_properties(kafka_config), timeout=timeout)
+    try:
+        partitions = _subscribed(admin, subscription)
+        latest = list_offsets(admin, partitions, "latest")
+        earliest = list_offsets(admin, partitions, "earliest")
+    finally:
+        admin.close()
+    count = news({}, latest, earliest)
+    LOG.info("%d records in the subscribed partitions", count)
     return count

@@ -160,6 +160,8 @@ EDGES = [
     (_notification('{"f": 1000000000000000.5}'), False),
     (_notification('{"s": "\\u001F\\u0000 \\t \\" \\\\ \\/ \\u2028 \\ud83d\\ude00 \u00e9 \u007f"}'), True),
     (_notification('{"s": "\\ud800"}'), False),            # a lone surrogate
+    # longer than the scan buffer a task thread keeps (DecodeNotification.SCAN_KEPT, 65,536), escapes at its end
+    (_notification(json.dumps({"long": "x" * 70_000 + '\n"\u00e9\\', "next": "\t"})), True),
     (_notification('{"k": 1, "k": 2}'), False),               # a key given twice
     (_notification('"text"'), True),
     (_notification('null'), True),

@@ -26,7 +26,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from notify_transport.drivers import envelope
-from notify_transport.pipeline import jobs
+from notify_transport.pipeline import caught_up, jobs
 from notify_transport.pipeline.kafka_settings import KafkaSettings
 from notify_transport.pipeline.reading import Subscription
 from notify_transport.pipeline.report import archive_counts, build_report, load_stats
@@ -314,8 +314,18 @@ def test_crash_after_write_replays_the_batch_exactly_once(spark, connector, kafk
     producer.delete_topics([topic])
 
 
-def test_cli_runs_once_and_builds_the_report(connector, kafka_bootstrap, producer, tmp_path, capsys):
+def test_cli_runs_once_and_builds_the_report(connector, kafka_bootstrap, producer, tmp_path, capsys, monkeypatch):
+    from notify_transport.pipeline import session
     from notify_transport.pipeline.__main__ import main
+
+    quick_starts = []
+    build_session = session.build_session
+
+    def spy(*args, **kwargs):
+        quick_starts.append(kwargs.get("quick_start"))
+        return build_session(*args, **kwargs)
+
+    monkeypatch.setattr(session, "build_session", spy)
 
     base = producer.unique_base("cli")
     producer.create_topics({f"{base}.info.cli": 1, f"{base}.warn.cli": 1})
@@ -329,6 +339,10 @@ def test_cli_runs_once_and_builds_the_report(connector, kafka_bootstrap, produce
     assert main([*run, "--report"]) == 0
     printed = capsys.readouterr().out
     assert '"input_rows": 12' in printed and '"notifications": 12' in printed and "Report:" in printed
+    # a first run has no last run to measure from: what the topics hold bounds it, so it is small
+    assert quick_starts == [True]
+    subscription = Subscription(base_topics=(base,), vhost="cli")
+    assert caught_up.held({"bootstrap.servers": kafka_bootstrap}, subscription) == 12
     # nothing past the first run's end offsets: the second run answers from them, without a batch
     assert main(run) == 0
     assert '"input_rows": 0' in capsys.readouterr().out

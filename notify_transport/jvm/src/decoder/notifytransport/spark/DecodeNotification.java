@@ -47,6 +47,9 @@ public final class DecodeNotification implements UDF2<byte[], Boolean, Row> {
     /** A string's characters are scanned from a copy in this buffer: an array loop, where
      * {@code String.charAt} checks the index and the string's coding at every character. */
     private static final ThreadLocal<char[]> SCAN = ThreadLocal.withInitial(() -> new char[1024]);
+    /** The longest buffer a thread keeps: a longer string gets an array of its own, so one huge
+     * record does not pin its size in every task thread for the executor's life. */
+    static final int SCAN_KEPT = 1 << 16;
     /** What {@link #scan} reports of a string that needs no escaping. */
     private static final int PLAIN = -1;
 
@@ -321,11 +324,14 @@ public final class DecodeNotification implements UDF2<byte[], Boolean, Row> {
         out.append('"');
     }
 
-    /** {@code s}'s characters in the scan buffer (grown as needed). */
-    private static char[] chars(String s) {
+    /** {@code s}'s characters in the scan buffer (grown as needed up to {@link #SCAN_KEPT}). */
+    static char[] chars(String s) {
         char[] chars = SCAN.get();
         if (chars.length < s.length()) {
-            chars = new char[Math.max(s.length(), chars.length * 2)];
+            if (s.length() > SCAN_KEPT) {
+                return s.toCharArray();
+            }
+            chars = new char[Math.min(SCAN_KEPT, Math.max(s.length(), chars.length * 2))];
             SCAN.set(chars);
         }
         s.getChars(0, s.length(), chars, 0);
