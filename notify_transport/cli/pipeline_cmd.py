@@ -195,7 +195,8 @@ def _run(args: argparse.Namespace) -> int:
         fail_on_data_loss=not args.no_fail_on_data_loss)
     if not args.once:  # a continuous run reads for as long as it runs: no size to know
         return _run_spark(args, settings, subscription, config, None)
-    backlog = caught_up.waiting(config.checkpoint_root, settings.librdkafka_config(), subscription)
+    kafka_config = settings.librdkafka_config()
+    backlog = caught_up.waiting(config.checkpoint_root, kafka_config, subscription)
     if backlog == 0:
         _show_progress(run_config.PROGRESS_LOG)
         run_config.PROGRESS_LOG.info("Nothing new since the last run: Spark not started")
@@ -203,7 +204,7 @@ def _run(args: argparse.Namespace) -> int:
         print(json.dumps({"output": output, **summary.as_dict()}, indent=2))
         return _maybe_report(args, output)
     if backlog is None:  # a first run (or a remote checkpoint) still starts Spark, sized by what Kafka holds
-        backlog = caught_up.held(settings.librdkafka_config(), subscription)
+        backlog = caught_up.held(kafka_config, subscription)
     return _run_spark(args, settings, subscription, config, backlog)
 
 

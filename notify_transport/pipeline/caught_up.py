@@ -92,30 +92,31 @@ def news(done: Mapping[offsets.Partition, int], latest: Mapping[offsets.Partitio
     return sum(max(0, end - done.get(tp, earliest.get(tp, 0))) for tp, end in latest.items())
 
 
-def _subscribed(admin: ClusterAdmin, subscription: Subscription) -> list[offsets.Partition]:
+def _offsets(kafka_config: Mapping[str, Any], subscription: Subscription, timeout: float,
+             known: Mapping[offsets.Partition, int]) -> tuple[offsets.Offsets, offsets.Offsets]:
+    """Latest offsets of the subscribed partitions, and earliest offsets of those ``known`` lacks."""
+    from notify_transport.pipeline.kafka_io import admin_properties
+
     options = subscription.options()
     topics = [t for t in options.get("subscribe", "").split(",") if t]
-    return subscribed_partitions(admin, topics, options.get("subscribePattern"))
+    admin = ClusterAdmin(admin_properties(kafka_config), timeout=timeout)
+    try:
+        partitions = subscribed_partitions(admin, topics, options.get("subscribePattern"))
+        latest = list_offsets(admin, partitions, "latest")
+        earliest = list_offsets(admin, [tp for tp in partitions if tp not in known], "earliest")
+    finally:
+        admin.close()
+    return latest, earliest
 
 
 def waiting(checkpoint_root: str, kafka_config: Mapping[str, Any], subscription: Subscription,
             timeout: float = 30.0) -> int | None:
     """How many records the subscribed partitions hold past the last run's end offsets; None
     when there is no last run to compare with (a first run, a remote checkpoint)."""
-    from notify_transport.pipeline.kafka_io import admin_properties
-
     done = recorded(checkpoint_root)
     if done is None:
         return None
-    admin = ClusterAdmin(admin_properties(kafka_config), timeout=timeout)
-    try:
-        partitions = _subscribed(admin, subscription)
-        latest = list_offsets(admin, partitions, "latest")
-        unknown = [tp for tp in partitions if tp not in done]
-        earliest = list_offsets(admin, unknown, "earliest") if unknown else {}
-    finally:
-        admin.close()
-    count = news(done, latest, earliest)
+    count = news(done, *_offsets(kafka_config, subscription, timeout, known=done))
     LOG.info("%d records past the last run's end offsets", count)
     return count
 
@@ -127,15 +128,6 @@ def held(kafka_config: Mapping[str, Any], subscription: Subscription, timeout: f
     this bounds a run the last run's offsets cannot measure (a first run, a
     remote checkpoint): enough to tell a small run from a large one.
     """
-    from notify_transport.pipeline.kafka_io import admin_properties
-
-    admin = ClusterAdmin(admin_properties(kafka_config), timeout=timeout)
-    try:
-        partitions = _subscribed(admin, subscription)
-        latest = list_offsets(admin, partitions, "latest")
-        earliest = list_offsets(admin, partitions, "earliest")
-    finally:
-        admin.close()
-    count = news({}, latest, earliest)
+    count = news({}, *_offsets(kafka_config, subscription, timeout, known={}))
     LOG.info("%d records in the subscribed partitions", count)
     return count

@@ -49,7 +49,7 @@ public final class DecodeNotification implements UDF2<byte[], Boolean, Row> {
     private static final ThreadLocal<char[]> SCAN = ThreadLocal.withInitial(() -> new char[1024]);
     /** The longest buffer a thread keeps: a longer string gets an array of its own, so one huge
      * record does not pin its size in every task thread for the executor's life. */
-    static final int SCAN_KEPT = 1 << 16;
+    private static final int SCAN_KEPT = 1 << 16;
     /** What {@link #scan} reports of a string that needs no escaping. */
     private static final int PLAIN = -1;
 
@@ -325,7 +325,7 @@ public final class DecodeNotification implements UDF2<byte[], Boolean, Row> {
     }
 
     /** {@code s}'s characters in the scan buffer (grown as needed up to {@link #SCAN_KEPT}). */
-    static char[] chars(String s) {
+    private static char[] chars(String s) {
         char[] chars = SCAN.get();
         if (chars.length < s.length()) {
             if (s.length() > SCAN_KEPT) {
