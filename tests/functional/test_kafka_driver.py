@@ -372,3 +372,53 @@ def test_a_hand_out_that_fails_after_the_fetch_reads_its_records_again(
     successor = collectors(listener_for(driver, [(topic, "info")], pool="rewind"))
     assert payload_ids(successor.wait_for(1)) == [100]  # everything before was committed once
     assert len(successor.settle()) == 1
+
+
+def test_partitions_given_as_a_listener_stops_are_handed_back_through_its_hooks(
+        kafka_broker, kafka_driver, unique_topic):
+    """A listener that stops while the group hands it partitions revokes them before it closes.
+
+    The first listener stops polling in its on_revoke hook while a second joins the pool, so
+    the new assignment reaches it only when it cleans up. Closing the client straight away
+    served that assignment inside close() and never revoked it (no on_revoke, no commit
+    policy revoke): an assign inside close is also where librdkafka can hang for good
+    (librdkafka #4884). The listener now leaves the group first, through its own poll.
+    """
+    from notify_transport.drivers.kafka.delivery.hooks import ListenerHooks
+
+    driver = kafka_driver(kafka_broker.url(topic_partitions=4))
+    topic = unique_topic("leave")
+    events: list[tuple[str, frozenset]] = []
+    first_box: list = []
+
+    def log(name):
+        def record(partitions):
+            events.append((name, frozenset(partitions)))
+            if name == "revoke" and first_box[0].assignment == set():
+                first_box[0].stop()  # no poll of this listener after this one returns
+        return record
+
+    first = listener_for(driver, [(topic, "info")], pool="leave",
+                         hooks=ListenerHooks(on_assign=log("assign"), on_revoke=log("revoke")))
+    first_box.append(first)
+    first.start()
+    assert [name for name, _ in events] == ["assign"] and len(events[0][1]) == 4
+
+    def poll_first() -> None:
+        while not first.stopped:
+            first.poll(timeout=0.005)  # short polls: the next assignment finds nobody polling
+
+    poller = threading.Thread(target=poll_first, daemon=True)
+    poller.start()
+    second = listener_for(driver, [(topic, "info")], pool="leave")
+    second.start()  # the group's rebalance: the first listener's revoke stops it
+    poller.join(30)
+    assert not poller.is_alive()
+    first.cleanup()
+    held: set = set()
+    for name, parts in events:  # what the hooks were told the listener holds
+        held = held | parts if name == "assign" else held - parts
+    assert held == set(), events
+    assert first.assignment == set()
+    second.stop()
+    second.cleanup()

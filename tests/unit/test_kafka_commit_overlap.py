@@ -158,7 +158,8 @@ def test_a_chunked_listener_holds_the_rest_of_a_committed_batch_and_returns_it_a
 
     # what is still held at close (an abrupt stop) is counted and logged, not dropped silently
     listener._ready = records(7, value=good)
-    listener._consumer = type("C", (), {"close": lambda self: None})()
+    listener._consumer = type("C", (), {"close": lambda self: None, "unsubscribe": lambda self: None,
+                                        "poll": lambda self, timeout=None: None})()
     with caplog.at_level(logging.WARNING):
         listener._close_consumer()
     assert "7 received notification(s) not dispatched at close" in caplog.text

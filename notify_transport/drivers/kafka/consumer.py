@@ -56,6 +56,9 @@ PERMANENT_ERRORS = frozenset(getattr(KafkaError, name) for name in (
     "UNSUPPORTED_VERSION", "_FATAL") if hasattr(KafkaError, name))
 
 
+#: Longest single wait while leaving the group before close.
+LEAVE_POLL = 0.05
+
 #: Seconds between checks, under KIP-848, that the group took a listener in without partitions.
 KIP848_JOIN_CHECK = 0.25
 
@@ -731,11 +734,67 @@ class KafkaListener(Listener):
             for _ in self._ready:
                 self.counters.cancelled.incr()
             self._ready = []
-        try:
-            consumer.close()
-        except (KafkaException, RuntimeError) as exc:
-            LOG.warning("%s: error while closing the consumer: %s", self.name, exc)
+        self._leave(consumer)
+        self._close_within(consumer, self._op_timeout)
         self._assignment = frozenset()
         self._backlog = []
         if self._gate is not None:
             self._gate.clear()
+
+    def _leave(self, consumer: confluent_kafka.Consumer) -> None:
+        """Unsubscribe and serve the hand-back here, so that ``close()`` finds nothing to revoke.
+
+        librdkafka can block forever in a close that serves a rebalance: the
+        assignment it makes from that callback waits for a group already
+        terminating (librdkafka #4884, open in 2.16). Leaving the group first,
+        while the consumer is still open, runs the revoke (and any assignment
+        that was on its way) through the callbacks the usual way. Records taken
+        meanwhile are dropped uncommitted: the partitions' next owner reads them.
+        """
+        try:
+            consumer.unsubscribe()
+        except (KafkaException, RuntimeError) as exc:
+            LOG.debug("%s: unsubscribe before close failed: %s", self.name, exc)
+            return
+        deadline = time.monotonic() + self._op_timeout
+        dropped = 0
+        while True:
+            try:
+                record = consumer.poll(LEAVE_POLL)
+            except (KafkaException, RuntimeError) as exc:
+                LOG.debug("%s: poll while leaving the group failed: %s", self.name, exc)
+                return
+            if record is not None:
+                dropped += record.error() is None
+            elif not self._assignment:
+                break
+            if time.monotonic() >= deadline:
+                LOG.warning("%s: partitions %s still assigned %.1fs after unsubscribing; closing anyway",
+                            self.name, sorted(self._assignment), self._op_timeout)
+                break
+        if dropped:
+            LOG.debug("%s: %d record(s) read while leaving the group left uncommitted", self.name, dropped)
+
+    def _close_within(self, consumer: confluent_kafka.Consumer, timeout: float) -> bool:
+        """``consumer.close()`` on a thread of its own, waited for at most ``timeout`` seconds.
+
+        A close that does not return (a librdkafka hang, see :meth:`_leave`)
+        must not hold the service's stop() or wait(): past the bound the
+        close is logged as an error and left running on its daemon thread,
+        which keeps the handle alive. False then.
+        """
+        def close() -> None:
+            try:
+                consumer.close()
+            except (KafkaException, RuntimeError) as exc:
+                LOG.warning("%s: error while closing the consumer: %s", self.name, exc)
+
+        thread = threads.Thread(close, name=f"notify-kafka-close-{self.group_id}")
+        thread.start()
+        thread.join(timeout)
+        if thread.is_alive():
+            LOG.error("%s: closing the consumer did not finish within %.1fs; it is left to finish "
+                      "in the background (the group drops this member after its session timeout)",
+                      self.name, timeout)
+            return False
+        return True
