@@ -389,18 +389,16 @@ def test_partitions_given_as_a_listener_stops_are_handed_back_through_its_hooks(
     driver = kafka_driver(kafka_broker.url(topic_partitions=4))
     topic = unique_topic("leave")
     events: list[tuple[str, frozenset]] = []
-    first_box: list = []
 
     def log(name):
         def record(partitions):
             events.append((name, frozenset(partitions)))
-            if name == "revoke" and first_box[0].assignment == set():
-                first_box[0].stop()  # no poll of this listener after this one returns
+            if name == "revoke" and first.assignment == set():
+                first.stop()  # no poll of this listener after this one returns
         return record
 
     first = listener_for(driver, [(topic, "info")], pool="leave",
                          hooks=ListenerHooks(on_assign=log("assign"), on_revoke=log("revoke")))
-    first_box.append(first)
     first.start()
     assert [name for name, _ in events] == ["assign"] and len(events[0][1]) == 4
 

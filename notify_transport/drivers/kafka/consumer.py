@@ -775,13 +775,13 @@ class KafkaListener(Listener):
         if dropped:
             LOG.debug("%s: %d record(s) read while leaving the group left uncommitted", self.name, dropped)
 
-    def _close_within(self, consumer: confluent_kafka.Consumer, timeout: float) -> bool:
+    def _close_within(self, consumer: confluent_kafka.Consumer, timeout: float) -> None:
         """``consumer.close()`` on a thread of its own, waited for at most ``timeout`` seconds.
 
         A close that does not return (a librdkafka hang, see :meth:`_leave`)
         must not hold the service's stop() or wait(): past the bound the
         close is logged as an error and left running on its daemon thread,
-        which keeps the handle alive. False then.
+        which keeps the handle alive.
         """
         def close() -> None:
             try:
@@ -796,5 +796,3 @@ class KafkaListener(Listener):
             LOG.error("%s: closing the consumer did not finish within %.1fs; it is left to finish "
                       "in the background (the group drops this member after its session timeout)",
                       self.name, timeout)
-            return False
-        return True
