@@ -7,8 +7,10 @@ server, a client and a notification listener on ``ntrabbit://``; 8 green
 threads of calls and casts run and notifications flow, then the child prints
 ``{"check": "kill_now"}`` and waits for the file ``$NT_CLUSTER_KILLED``: the
 test kills the node that holds this process's connections (the broker's
-listing says which) and writes the wall-clock time of the kill there. Prints
-one JSON object per check, then ``{"check": "done"}``.
+listing says which) and writes the wall-clock time of the kill there. A green
+thread of calls still running 30 s after it was told to stop is reported with
+its stack (``stuck_workers``). Prints one JSON object per check, then
+``{"check": "done"}``.
 """
 from oslo_eventlet_service import ServiceBase, emit, run_checks, wait_until  # noqa: I001 - monkey-patches first
 
@@ -17,6 +19,7 @@ import eventlet  # noqa: E402
 import os  # noqa: E402
 import sys  # noqa: E402
 import time  # noqa: E402
+import traceback  # noqa: E402
 from typing import Any  # noqa: E402
 
 import oslo_messaging  # noqa: E402
@@ -24,6 +27,16 @@ from oslo_config import cfg  # noqa: E402
 
 CALL_TIMEOUT = 5
 GREEN_THREADS = 8
+#: A worker ends after its cast and its call (at most CALL_TIMEOUT): one still running past this
+#: is stuck, and the report shows where.
+WORKER_STOP = 30.0
+
+
+def stuck(worker: Any) -> str:
+    """Where a green thread that should have ended waits; it is killed so the check can end."""
+    where = "".join(traceback.format_stack(worker.gr_frame)) if worker.gr_frame is not None else "?"
+    worker.kill()
+    return where
 
 
 class Endpoint:
@@ -115,8 +128,8 @@ class Service(ServiceBase):
             report["first_answer_after_kill"] = min(after) if after else None
             wait_until(lambda: len([c for c in calls if c[0] > killed_at + 3]) >= 40, 60)
             stopping[0] = True
-            for worker in workers:
-                worker.wait()
+            wait_until(lambda: all(worker.dead for worker in workers), WORKER_STOP)
+            report["stuck_workers"] = [stuck(worker) for worker in workers if not worker.dead]
         wait_until(lambda: confirmed <= end.got, 30)
         wait_until(lambda: notes.got >= set(range(200)), 60)
         report["confirmed"] = len(confirmed)

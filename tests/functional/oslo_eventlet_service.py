@@ -15,13 +15,18 @@ import eventlet
 eventlet.monkey_patch()
 
 import contextlib  # noqa: E402
+import faulthandler  # noqa: E402
+import gc  # noqa: E402
 import json  # noqa: E402
 import logging  # noqa: E402
+import signal  # noqa: E402
 import sys  # noqa: E402
 import time  # noqa: E402
+import traceback  # noqa: E402
 import uuid  # noqa: E402
 from typing import Any, Callable, Iterator, Sequence  # noqa: E402
 
+import greenlet  # noqa: E402
 import oslo_messaging  # noqa: E402
 from oslo_config import cfg  # noqa: E402
 
@@ -272,6 +277,30 @@ def vhost() -> str:
     return f"v{uuid.uuid4().hex[:8]}"
 
 
+#: The test sends this before it kills a child that ran past its time: the stacks show where it waited.
+STACKS_SIGNAL = signal.SIGUSR1
+
+
+def green_stacks() -> list[str]:
+    """The stack of every green thread now suspended (a green thread is not an OS thread, so
+    faulthandler cannot see it)."""
+    return ["".join(traceback.format_stack(g.gr_frame)) for g in gc.get_objects()
+            if isinstance(g, greenlet.greenlet) and g.gr_frame is not None]
+
+
+def _print_green_stacks(signum: int, frame: Any) -> None:
+    print(f"--- {len(stacks := green_stacks())} green threads ---", file=sys.stderr)
+    for stack in stacks:
+        print(stack, file=sys.stderr, flush=True)
+
+
+def show_stacks_on_signal() -> None:
+    """On :data:`STACKS_SIGNAL`, print every OS thread's stack at once (faulthandler, even while
+    the hub is held in C code), then every green thread's when Python runs again."""
+    signal.signal(STACKS_SIGNAL, _print_green_stacks)
+    faulthandler.register(STACKS_SIGNAL, file=sys.stderr, all_threads=True, chain=True)
+
+
 def emit(check: str, **data: Any) -> None:
     print(json.dumps({"check": check, **data}, default=repr), flush=True)
 
@@ -282,6 +311,7 @@ def run_checks(argv: list[str], project: str, service_class: Callable[[str, str,
     (the files read as a service reads its ``--config-file``); each check's report (or its error,
     so the test fails on it with the child's output) is one JSON line."""
     target, executor, prefix, *config_files = argv
+    show_stacks_on_signal()
     logging.basicConfig(level=logging.WARNING, stream=sys.stderr)
     cfg.CONF([arg for path in config_files for arg in ("--config-file", path)], project=project)
     emit("patched", thread=eventlet.patcher.is_monkey_patched("thread"), executor=executor)

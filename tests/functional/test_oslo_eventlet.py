@@ -2,16 +2,17 @@
 
 Each (broker, executor) runs oslo_eventlet_service.py once in a child process
 (monkey-patched first thing, oslo.messaging's public API only) under a
-timeout: a hang fails the tests with what the child printed, it never hangs
-the run. The child reports every check as a JSON line; the tests below judge
-them. A green thread ticking every 10 ms shows whether the hub was blocked:
-before the fix, ``start()`` never returned (the listener's blocking poll
-held the hub).
+timeout: a hang fails the tests with what the child printed (the stacks of
+its green and OS threads last), it never hangs the run. The child reports
+every check as a JSON line; the tests below judge them. A green thread
+ticking every 10 ms shows whether the hub was blocked: before the fix,
+``start()`` never returned (the listener's blocking poll held the hub).
 """
 from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -38,6 +39,22 @@ STOP_BOUND = 60.0
 MAX_GAP = 1.5
 EXECUTORS = ("eventlet", "threading")
 BROKERS = KAFKA_BROKERS
+#: oslo_eventlet_service.STACKS_SIGNAL (importing that module would monkey-patch this process).
+STACKS_SIGNAL = signal.SIGUSR1
+#: How long a child that overran gets to print its stacks before it is killed.
+STACKS_GRACE = 3.0
+
+
+def kill_showing_stacks(child: subprocess.Popen) -> None:
+    """Kill a child service that ran past its time, its green and OS threads' stacks printed on
+    its stderr first: a hang then says where it waits."""
+    if child.poll() is None:
+        child.send_signal(STACKS_SIGNAL)
+        try:
+            child.wait(STACKS_GRACE)
+        except subprocess.TimeoutExpired:
+            pass
+    child.kill()
 
 
 def run_service(bootstrap: str, executor: str, script: Path = SERVICE,
@@ -52,7 +69,7 @@ def run_service(bootstrap: str, executor: str, script: Path = SERVICE,
         out, err = child.communicate(timeout=RUN_TIMEOUT)
         timed_out = False
     except subprocess.TimeoutExpired:
-        child.kill()
+        kill_showing_stacks(child)
         out, err = child.communicate()
         timed_out = True
     reports: dict[str, Any] = {}
@@ -61,7 +78,7 @@ def run_service(bootstrap: str, executor: str, script: Path = SERVICE,
             report = json.loads(line)
             reports[report.pop("check")] = report
     reports["output"] = f"exit {child.returncode}{' (killed: timeout)' if timed_out else ''}\n" \
-                        f"stdout:\n{out[-4000:]}\nstderr:\n{err[-6000:]}"
+                        f"stdout:\n{out[-4000:]}\nstderr:\n{err[-(20000 if timed_out else 6000):]}"
     return reports
 
 

@@ -32,7 +32,7 @@ if ROOT not in sys.path:
 
 from bench.rabbit_cluster_faults import CALL_TIMEOUT, Echo, run_fault  # noqa: E402
 from rabbit_cluster_fixtures import CLUSTER_QUERY, node_back, nodes_holding_connections  # noqa: E402
-from test_oslo_eventlet import MAX_GAP, check  # noqa: E402
+from test_oslo_eventlet import MAX_GAP, check, kill_showing_stacks  # noqa: E402
 from waits import wait_until  # noqa: E402
 
 pytestmark = pytest.mark.functional
@@ -176,7 +176,7 @@ def _run_service_killing_its_node(cluster, executor: str, config: Path, killed: 
     reports: dict = {}
     lines: list[str] = []
     victim = None
-    timer = threading.Timer(SERVICE_TIMEOUT, child.kill)
+    timer = threading.Timer(SERVICE_TIMEOUT, kill_showing_stacks, (child,))
     timer.start()
     try:
         for line in child.stdout:  # type: ignore[union-attr]
@@ -198,7 +198,7 @@ def _run_service_killing_its_node(cluster, executor: str, config: Path, killed: 
         if victim is not None and not cluster.node(victim).running:
             cluster.restart(victim)
     reports["output"] = f"exit {child.returncode}\nstdout:\n{''.join(lines)[-4000:]}\n" \
-                        f"stderr:\n{child.stderr.read()[-6000:]}"  # type: ignore[union-attr]
+                        f"stderr:\n{child.stderr.read()[-20000:]}"  # type: ignore[union-attr]
     return reports
 
 
@@ -214,6 +214,7 @@ def test_an_eventlet_oslo_service_on_ntrabbit_survives_the_node_of_its_connectio
     report = check(service, "failover")
     assert report["ready"] == "ready"
     assert report["answered_again"], service["output"]
+    assert report["stuck_workers"] == [], "\n".join(report["stuck_workers"])
     assert report["lost"] == [] and report["failed_casts"] == [], report
     assert report["notifications_missing"] == [], report
     assert set(report["outcomes"]) <= {"answered", "timeout"}, report
