@@ -12,14 +12,14 @@ thread of calls still running 30 s after it was told to stop is reported with
 its stack (``stuck_workers``). Prints one JSON object per check, then
 ``{"check": "done"}``.
 """
-from oslo_eventlet_service import ServiceBase, emit, run_checks, wait_until  # noqa: I001 - monkey-patches first
+from oslo_eventlet_service import (  # noqa: I001 - monkey-patches first
+    ServiceBase, emit, green_stack, run_checks, wait_until)
 
 import eventlet  # noqa: E402
 
 import os  # noqa: E402
 import sys  # noqa: E402
 import time  # noqa: E402
-import traceback  # noqa: E402
 from typing import Any  # noqa: E402
 
 import oslo_messaging  # noqa: E402
@@ -34,7 +34,7 @@ WORKER_STOP = 30.0
 
 def stuck(worker: Any) -> str:
     """Where a green thread that should have ended waits; it is killed so the check can end."""
-    where = "".join(traceback.format_stack(worker.gr_frame)) if worker.gr_frame is not None else "?"
+    where = green_stack(worker)
     worker.kill()
     return where
 

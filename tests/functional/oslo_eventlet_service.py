@@ -281,11 +281,15 @@ def vhost() -> str:
 STACKS_SIGNAL = signal.SIGUSR1
 
 
+def green_stack(thread: greenlet.greenlet) -> str:
+    """Where the suspended green thread ``thread`` waits ("?" when it is running or has ended)."""
+    return "".join(traceback.format_stack(thread.gr_frame)) if thread.gr_frame is not None else "?"
+
+
 def green_stacks() -> list[str]:
     """The stack of every green thread now suspended (a green thread is not an OS thread, so
     faulthandler cannot see it)."""
-    return ["".join(traceback.format_stack(g.gr_frame)) for g in gc.get_objects()
-            if isinstance(g, greenlet.greenlet) and g.gr_frame is not None]
+    return [green_stack(g) for g in gc.get_objects() if isinstance(g, greenlet.greenlet) and g.gr_frame is not None]
 
 
 def _print_green_stacks(signum: int, frame: Any) -> None:
