@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import logging
+import threading
 
 import pytest
 from confluent_kafka import KafkaError
@@ -111,3 +112,28 @@ def test_errors_queued_after_the_last_poll_are_not_counted_as_messages(monkeypat
     assert p.flush(0) == 0 and p.pending == 0
     made[0].bursts = 1
     assert p.close(0) == 0
+
+
+def test_flush_returns_once_a_report_being_handled_is_counted(made):
+    """Regression (CI, Apache Kafka): flush() returned 0 while the report thread was still inside
+    the failure's callback, so the failure's log line was not written yet (and its count could
+    have been missing from the stats). A report being handled is still held."""
+    entered, release = threading.Event(), threading.Event()
+    handled: list[KafkaError] = []
+
+    def on_report(err, msg):
+        entered.set()
+        release.wait(10)
+        handled.append(err)
+
+    p = KafkaProducer({"bootstrap.servers": "x", "delivery.report.only.error": True}, "kafka://x",
+                      on_report=on_report, on_lost=lambda n: None, queue_timeout=1.0, unit="notification")
+    p.produce("t.info", b"v")
+    client = made[0]
+    client.reports.append((client.held.pop(0), KafkaError(KafkaError._MSG_TIMED_OUT, "failed")))
+    assert entered.wait(10)  # the report thread is inside the callback; librdkafka holds nothing
+    assert len(client) == 0 and p.pending == 1
+    threading.Timer(0.2, release.set).start()
+    assert p.flush(10) == 0
+    assert len(handled) == 1 and p.pending == 0
+    p.close(0)

@@ -103,7 +103,8 @@ def _message_timeout_ms(config: dict[str, Any]) -> int:
 class _Client:
     """One confluent-kafka client and the thread serving its reports (if any)."""
 
-    __slots__ = ("client", "stop", "thread", "draining", "epochs", "queued", "settled")
+    __slots__ = ("client", "stop", "thread", "draining", "epochs", "queued", "settled", "reports_begun",
+                 "reports_done")
 
     def __init__(self) -> None:
         self.client: confluent_kafka.Producer | None = None
@@ -111,6 +112,10 @@ class _Client:
         #: reported back or refused: their difference bounds what the client holds
         self.queued = Counter()
         self.settled = Counter()
+        #: delivery callbacks entered and left: one still running on the report thread is a
+        #: message whose outcome is not yet counted or logged, so it is still held
+        self.reports_begun = Counter()
+        self.reports_done = Counter()
         self.stop = threads.Event()
         self.thread: threading.Thread | None = None
         #: a thread took charge of retiring it
@@ -127,13 +132,19 @@ class _Client:
         queue up there; :meth:`messages` serves them first. Neither count can
         be below the messages really held, so the smaller one is returned: an
         error event queued after the last report is then never taken for a
-        message.
+        message. A report another thread is still handling counts as held too:
+        librdkafka no longer counts it, but its outcome is not recorded yet.
         """
         try:
             length = len(self.client) if self.client is not None else 0
         except RuntimeError:  # closed
             return 0
-        return min(length, self.unsettled())
+        return min(length, self.unsettled()) + self.reporting()
+
+    def reporting(self) -> int:
+        """Delivery callbacks running now (done read first, so never below zero)."""
+        done = self.reports_done.value
+        return self.reports_begun.value - done
 
     def unsettled(self) -> int:
         """Messages handed to the client and neither reported back nor refused (an upper
@@ -329,15 +340,19 @@ class KafkaProducer:
     def _report(self, handle: _Client, report: Report, err: KafkaError | None, msg: Any) -> None:
         """A delivery report of ``handle``'s client: move the message to a new client
         if its client was condemned, else hand it to ``report``."""
+        handle.reports_begun.incr()
         handle.settled.incr()
-        if err is not None and not self.closing and (
-                err.code() in _PURGED or err.code() in _SESSION_LOST or err.fatal()):
-            if err.code() not in _PURGED:
-                self._condemn(handle, err)  # a fatal report: the rest follows after this poll
-            err = self._resend(msg, report)
-            if err is None:
-                return
-        report(err, msg)
+        try:
+            if err is not None and not self.closing and (
+                    err.code() in _PURGED or err.code() in _SESSION_LOST or err.fatal()):
+                if err.code() not in _PURGED:
+                    self._condemn(handle, err)  # a fatal report: the rest follows after this poll
+                err = self._resend(msg, report)
+                if err is None:
+                    return
+            report(err, msg)
+        finally:
+            handle.reports_done.incr()
 
     def _resend(self, msg: Any, report: Report) -> KafkaError | None:
         """Produce ``msg`` again on the current client; the error that stops that, or None."""
