@@ -191,12 +191,17 @@ def raw_java_consume(bootstrap: str, topic: str, partitions: int, count: int,
     they could reach with Spark's own per-record work left out.
     """
     from notify_transport.pipeline.connector import connector_jars, spark_jars_dir
+    from notify_transport.testing.apache_kafka import java_binary
+    from notify_transport.testing.brokers import BrokerStartError
 
     jars = connector_jars()
-    java = shutil.which("java", path=os.path.join(os.environ["JAVA_HOME"], "bin")) \
-        if os.environ.get("JAVA_HOME") else shutil.which("java")
-    if not jars or java is None:
-        LOG.warning("raw Java consume skipped: %s", "no JDK" if java is None else "the connector was not fetched")
+    if not jars:
+        LOG.warning("raw Java consume skipped: the connector was not fetched")
+        return None
+    try:
+        java = java_binary()
+    except BrokerStartError:
+        LOG.warning("raw Java consume skipped: no Java")
         return None
     classpath = os.pathsep.join([str(jar) for jar in jars] + [str(spark_jars_dir() / "*")])
     done = subprocess.run(
