@@ -189,6 +189,18 @@ def raw_producer() -> Iterator[Callable[[Broker], Any]]:
         producer.flush(5)
 
 
+def committed_total(bootstrap: str, group: str, topic: str) -> int:
+    """Sum of ``group``'s committed offsets on the partitions of ``topic``'s info topic, asked of
+    the broker (offsets start at 0, so on a fresh topic: how many records the pool committed)."""
+    from confluent_kafka import ConsumerGroupTopicPartitions
+    from confluent_kafka.admin import AdminClient
+
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    future = admin.list_consumer_group_offsets([ConsumerGroupTopicPartitions(group)])[group]
+    result = future.result(timeout=30)
+    return sum(tp.offset for tp in result.topic_partitions if tp.topic == f"{topic}.info" and tp.offset > 0)
+
+
 class IdRecorder:
     """A notification endpoint for the info priority that keeps, thread-safely, every payload and
     its ``"i"`` (the tests number their notifications so)."""

@@ -5,12 +5,12 @@
 time). A pool's listeners split its partitions, every pool gets everything, a
 listener joining a pool whose partitions are all held is started (KIP-848 calls
 no rebalance callback for an empty assignment), and a member that died without
-leaving is evicted by the broker so that its replacement takes over.
+leaving is evicted by the broker so that its replacement takes over. Static
+members (``group.instance.id``, as ``serve`` gives its workers) that stop
+together keep every final commit, on Apache Kafka and on noida.
 """
 from __future__ import annotations
 
-import os
-import signal
 import subprocess
 import sys
 import textwrap
@@ -21,7 +21,7 @@ from typing import Any
 import pytest
 
 import notify_transport as nt
-from kafka_fixtures import IdRecorder
+from kafka_fixtures import IdRecorder, committed_total
 from waits import wait_until
 
 pytestmark = pytest.mark.functional
@@ -104,6 +104,24 @@ def test_a_member_that_died_is_evicted_and_its_replacement_gets_everything(
     url = apache_kafka.url(**options)
     topic = unique_topic("evict")
     pool = f"evict-{uuid.uuid4().hex[:6]}"
+    joined_and_killed(tmp_path, url, topic, pool)  # no LeaveGroup: the broker must find out by itself
+    transport = nt.get_notification_transport(kafka_conf, url)
+    endpoint = IdRecorder()
+    replacement = nt.get_notification_listener(transport, [nt.Target(topic=topic)], [endpoint],
+                                               pool=pool, executor="threading")
+    replacement.start()  # returns once the dead member was evicted and the partition is ours
+    try:
+        send(transport, topic, range(50))
+        assert wait_until(lambda: len(endpoint.ids) >= 50, 30)
+        assert sorted(endpoint.ids) == list(range(50))
+    finally:
+        replacement.stop()
+        replacement.wait()
+        transport.cleanup()
+
+
+def joined_and_killed(tmp_path: Any, url: str, topic: str, pool: str) -> None:
+    """A listener process of ``pool`` that joins the group and dies by SIGKILL, without leaving it."""
     script = tmp_path / "listener.py"
     script.write_text(LISTENER_PROCESS)
     child = subprocess.Popen([sys.executable, str(script), url, topic, pool], stdout=subprocess.PIPE,
@@ -111,22 +129,46 @@ def test_a_member_that_died_is_evicted_and_its_replacement_gets_everything(
     try:
         assert child.stdout is not None
         assert child.stdout.readline().strip() == "ready"
-        os.kill(child.pid, signal.SIGKILL)  # no LeaveGroup: the broker must find out by itself
-        child.wait(10)
-        transport = nt.get_notification_transport(kafka_conf, url)
-        endpoint = IdRecorder()
-        replacement = nt.get_notification_listener(transport, [nt.Target(topic=topic)], [endpoint],
-                                                   pool=pool, executor="threading")
-        replacement.start()  # returns once the dead member was evicted and the partition is ours
-        try:
-            send(transport, topic, range(50))
-            assert wait_until(lambda: len(endpoint.ids) >= 50, 30)
-            assert sorted(endpoint.ids) == list(range(50))
-        finally:
-            replacement.stop()
-            replacement.wait()
-            transport.cleanup()
     finally:
-        if child.poll() is None:
-            child.kill()
-            child.wait()
+        child.kill()
+        child.wait(10)
+
+
+def test_static_members_stopping_together_keep_their_final_commits(
+        kafka_broker, kafka_conf, unique_topic, tmp_path) -> None:
+    """A service's workers are static members and stop at the same moment.
+
+    Each used to leave the group on its close (librdkafka sends a LeaveGroup on unsubscribe,
+    static member or not), moving the group on while the others were still making their final
+    commits. noida then refused those commits (ILLEGAL_GENERATION) once the leaving member was
+    the replacement of one that had died, and what they covered would have been delivered again
+    after a restart. A static member now keeps its place when it stops (KIP-345).
+    """
+    topic = unique_topic("static")
+    pool = f"static-{uuid.uuid4().hex[:6]}"
+    # only the final commits commit: the periodic ones would hide a refused final commit
+    options: dict[str, Any] = {"topic_partitions": 4, "delivery_mode": "at_least_once", "commit_interval": 3600}
+    url_a = kafka_broker.url(consumer_config="group.instance.id:static-a", **options)
+    url_b = kafka_broker.url(consumer_config="group.instance.id:static-b", **options)
+    # b's first process dies without leaving: its replacement takes its place and partitions at once
+    joined_and_killed(tmp_path, url_b, topic, pool)
+    transports = [nt.get_notification_transport(kafka_conf, url) for url in (url_b, url_a)]
+    endpoints = [IdRecorder(), IdRecorder()]
+    listeners = [nt.get_notification_listener(transport, [nt.Target(topic=topic)], [endpoint], pool=pool,
+                                              executor="threading")
+                 for transport, endpoint in zip(transports, endpoints)]
+    try:
+        for listener in listeners:  # b (the replacement) first: a's join needs b's place taken
+            listener.start()
+        send(transports[0], topic, range(200))
+        assert wait_until(lambda: len({i for e in endpoints for i in e.ids}) >= 200, 60)
+        for listener in listeners:  # b stops (final commit, close), then a makes its final commit
+            listener.stop()
+            listener.wait()
+        assert committed_total(kafka_broker.bootstrap, pool, topic) == 200
+    finally:
+        for listener in listeners:
+            listener.stop()
+            listener.wait()
+        for transport in transports:
+            transport.cleanup()

@@ -26,7 +26,7 @@ from waits import wait_until
 from oslo_config import cfg
 
 import notify_transport as nt
-from kafka_fixtures import KAFKA_BROKERS
+from kafka_fixtures import KAFKA_BROKERS, committed_total
 
 pytestmark = pytest.mark.functional
 
@@ -186,17 +186,6 @@ def serve(listener_dists: dict[str, Path]) -> Iterator[Callable[..., Serve]]:
 def run_cli(paths: list[Path], *args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, "-m", "notify_transport.cli.main", "serve", *args],
                           capture_output=True, text=True, timeout=120, env=env_with(*paths))
-
-
-def committed_total(url_bootstrap: str, group: str, topic: str) -> int:
-    """Sum of the committed offsets of ``group`` on ``topic``'s info partitions."""
-    from confluent_kafka import ConsumerGroupTopicPartitions
-    from confluent_kafka.admin import AdminClient
-
-    admin = AdminClient({"bootstrap.servers": url_bootstrap})
-    future = admin.list_consumer_group_offsets([ConsumerGroupTopicPartitions(group)])[group]
-    result = future.result(timeout=30)
-    return sum(tp.offset for tp in result.topic_partitions if tp.topic == f"{topic}.info" and tp.offset > 0)
 
 
 def restart_audit_until_everything_arrived(serve: Callable[..., Serve], setup: Setup, count: int) -> None:

@@ -3,7 +3,8 @@
 Seen in CI: an oslo service's ``wait()`` hung for good in ``KafkaListener.cleanup``, inside
 ``Consumer.close()``, where librdkafka served a rebalance and the assignment made from that
 callback waited for a group already terminating (librdkafka #4884). The listener now
-unsubscribes and serves the hand-back itself before it closes, and gives ``close()`` a bound.
+unsubscribes and serves the hand-back itself before it closes (unless it is a static member,
+which keeps its place in the group), and gives ``close()`` a bound.
 """
 from __future__ import annotations
 
@@ -51,10 +52,10 @@ class GroupClient:
             self.released.wait()
 
 
-def started(hang: bool = False, late: int = 0, operation_timeout: float = 10.0
+def started(hang: bool = False, late: int = 0, operation_timeout: float = 10.0, **config: str
             ) -> tuple[KafkaListener, GroupClient]:
     policy = CommitPolicy()
-    listener = KafkaListener({"group.id": "g"}, ["t.info"], policy, operation_timeout=operation_timeout)
+    listener = KafkaListener({"group.id": "g", **config}, ["t.info"], policy, operation_timeout=operation_timeout)
     client = GroupClient(listener, hang=hang, late=late)
     policy.attach(client, listener.name)
     listener._consumer = client  # as if started
@@ -68,6 +69,16 @@ def test_the_group_is_left_before_close_so_close_has_nothing_to_revoke():
     assert client.calls[0] == "unsubscribe"
     assert client.calls.index("close") > client.calls.index("poll")
     assert client.assigned_at_close == []
+    assert listener.closed
+
+
+def test_a_static_member_does_not_leave_its_group():
+    """unsubscribe() would send a LeaveGroup for a static member too: the group would move its
+    partitions to the other members while they commit their last offsets (seen on noida: their
+    final commits refused with ILLEGAL_GENERATION). Its close() revokes them without leaving."""
+    listener, client = started(**{"group.instance.id": "serve-0"})
+    listener.cleanup()
+    assert client.calls == ["close"]
     assert listener.closed
 
 

@@ -99,6 +99,8 @@ class KafkaListener(Listener):
         self._earliest = str(config.get("auto.offset.reset", "latest")) in ("earliest", "smallest",
                                                                             "beginning")
         self._kip848 = config.get("group.protocol") == "consumer"
+        #: a static member (KIP-345) keeps its place in the group when it stops
+        self._static = bool(config.get("group.instance.id"))
         # KIP-848 groups hand out and take back partitions incrementally, as cooperative ones do
         self._cooperative = ("cooperative" in str(config.get("partition.assignment.strategy", ""))
                              or self._kip848)
@@ -131,6 +133,8 @@ class KafkaListener(Listener):
         #: poll() even after stop(), as the Listener contract says
         self._chunk: int | None = None if hand_out_chunk is None else max(1, int(hand_out_chunk))
         self._ready: list[ConsumedRecord] = []
+        #: partitions revoked or lost while poll() takes the rest of a batch (see _take_rest)
+        self._gone_meanwhile: set[tuple[str, int]] | None = None
 
     def __repr__(self) -> str:
         return f"<{self.name}>"
@@ -363,6 +367,8 @@ class KafkaListener(Listener):
             LOG.exception("%s: commit policy failed on revoke", self.name)
         gone = {(tp.topic, tp.partition) for tp in partitions}
         self._assignment = self._assignment - gone
+        if self._gone_meanwhile is not None:
+            self._gone_meanwhile |= gone
         if self._backlog:  # not handed out, not committed: the next owner reads them
             self._backlog = [r for r in self._backlog if (r.topic(), r.partition()) not in gone]
         if self._gate is not None:
@@ -456,11 +462,9 @@ class KafkaListener(Listener):
                         if deadline is not None and time.monotonic() >= deadline:
                             return []
                         continue
-                    if limit > 1:
-                        records = consumer.consume(limit - 1, 0)
-                        records.insert(0, first)
-                    else:
-                        records = [first]
+                    records = self._take_rest(consumer, first, limit) if limit > 1 else [first]
+                    if not records:
+                        continue
                 try:
                     messages = self._process(records)
                 except Exception:
@@ -471,6 +475,32 @@ class KafkaListener(Listener):
                 if deadline is not None and time.monotonic() >= deadline:
                     return []
         return []
+
+    def _take_rest(self, consumer: confluent_kafka.Consumer, first: Message, limit: int) -> list[Message]:
+        """``first`` and up to ``limit - 1`` records more, without waiting.
+
+        ``consume()`` serves the rebalance callbacks before it returns records
+        (and drops those of a revoked assignment), but ``first`` came from an
+        earlier call. If its partition was revoked or lost in between, it
+        belongs to the old assignment: handed out, it would be dispatched a
+        second time beside its next owner, and its commit could move that
+        owner's committed offset back. It is left out; nothing committed it, so
+        the partition's next reader (this listener again, perhaps) reads it from
+        the committed offset.
+        """
+        self._gone_meanwhile = set()
+        try:
+            rest = consumer.consume(limit - 1, 0)
+            gone = self._gone_meanwhile
+        finally:
+            self._gone_meanwhile = None
+        if gone and first.error() is None and (first.topic(), first.partition()) in gone:
+            self.counters.stale.incr()
+            LOG.debug("%s: %s[%d]@%d left to its next reader: its partition was revoked before it "
+                      "was handed out", self.name, first.topic(), first.partition(), first.offset())
+            return rest
+        rest.insert(0, first)
+        return rest
 
     def _rewind(self, consumer: Any, records: list[Message]) -> None:
         """Seek back to where ``records`` began in each partition, after handing them out failed.
@@ -750,7 +780,18 @@ class KafkaListener(Listener):
         while the consumer is still open, runs the revoke (and any assignment
         that was on its way) through the callbacks the usual way. Records taken
         meanwhile are dropped uncommitted: the partitions' next owner reads them.
+
+        A static member does not leave: librdkafka sends a LeaveGroup on
+        unsubscribe() even for one (not on close()), and the group would then
+        move its partitions to the members still running, which are perhaps
+        stopping too and committing their last offsets: a broker may refuse
+        those commits once the group has moved on. Kept in the group, its
+        partitions wait for the member with its ``group.instance.id`` (a
+        restarted worker takes them back at once) or for its session to time
+        out, as KIP-345 intends. Its close() revokes them locally.
         """
+        if self._static:
+            return
         try:
             consumer.unsubscribe()
         except (KafkaException, RuntimeError) as exc:

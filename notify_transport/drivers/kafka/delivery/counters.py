@@ -41,7 +41,7 @@ class DeliveryCounters:
     ``copy_failures`` copies that could not be delivered (their originals stay
     uncommitted); ``undecodable`` records that were not valid notifications;
     ``stale`` records not dispatched because their partition was revoked
-    while they waited for a worker; ``cancelled`` records an abrupt stop
+    while they waited for a worker or before they were handed out; ``cancelled`` records an abrupt stop
     dropped before dispatch; ``commit_failures`` commits the broker refused.
     """
 
