@@ -189,16 +189,24 @@ def raw_producer() -> Iterator[Callable[[Broker], Any]]:
         producer.flush(5)
 
 
-def committed_total(bootstrap: str, group: str, topic: str) -> int:
-    """Sum of ``group``'s committed offsets on the partitions of ``topic``'s info topic, asked of
-    the broker (offsets start at 0, so on a fresh topic: how many records the pool committed)."""
-    from confluent_kafka import ConsumerGroupTopicPartitions
+def group_offsets(bootstrap: str, group: str, topic: str, partitions: int | None = 1) -> dict[int, int]:
+    """``{partition: committed offset}`` of ``group`` on ``topic``, asked of the broker: of its
+    first ``partitions`` partitions (an offset below 0 when none is committed), or with None of
+    every partition of ``topic`` the group committed."""
+    from confluent_kafka import ConsumerGroupTopicPartitions, TopicPartition
     from confluent_kafka.admin import AdminClient
 
     admin = AdminClient({"bootstrap.servers": bootstrap})
-    future = admin.list_consumer_group_offsets([ConsumerGroupTopicPartitions(group)])[group]
-    result = future.result(timeout=30)
-    return sum(tp.offset for tp in result.topic_partitions if tp.topic == f"{topic}.info" and tp.offset > 0)
+    wanted = None if partitions is None else [TopicPartition(topic, p) for p in range(partitions)]
+    request = ConsumerGroupTopicPartitions(group, wanted)
+    result = admin.list_consumer_group_offsets([request], request_timeout=10)[group].result(30)
+    return {tp.partition: tp.offset for tp in result.topic_partitions if tp.topic == topic}
+
+
+def committed_total(bootstrap: str, group: str, topic: str) -> int:
+    """Sum of ``group``'s committed offsets on the partitions of ``topic``'s info topic (offsets
+    start at 0, so on a fresh topic: how many records the pool committed)."""
+    return sum(offset for offset in group_offsets(bootstrap, group, f"{topic}.info", None).values() if offset > 0)
 
 
 class IdRecorder:

@@ -18,11 +18,10 @@ import uuid
 from pathlib import Path
 
 import pytest
-from confluent_kafka import ConsumerGroupTopicPartitions, TopicPartition
-from confluent_kafka.admin import AdminClient
 
 import notify_transport
 from notify_transport import Notifier
+from kafka_fixtures import group_offsets
 from waits import wait_until
 
 pytestmark = [pytest.mark.functional, pytest.mark.slow]
@@ -94,10 +93,7 @@ class ListenerProcess:
 
 
 def committed_offset(bootstrap: str, pool: str, topic: str) -> int:
-    admin = AdminClient({"bootstrap.servers": bootstrap})
-    request = ConsumerGroupTopicPartitions(pool, [TopicPartition(topic, 0)])
-    result = admin.list_consumer_group_offsets([request], request_timeout=10)[pool].result(10)
-    return result.topic_partitions[0].offset
+    return group_offsets(bootstrap, pool, topic)[0]
 
 
 

@@ -162,13 +162,10 @@ def test_static_members_stopping_together_keep_their_final_commits(
             listener.start()
         send(transports[0], topic, range(200))
         assert wait_until(lambda: len({i for e in endpoints for i in e.ids}) >= 200, 60)
-        for listener in listeners:  # b stops (final commit, close), then a makes its final commit
-            listener.stop()
-            listener.wait()
-        assert committed_total(kafka_broker.bootstrap, pool, topic) == 200
     finally:
-        for listener in listeners:
+        for listener in listeners:  # b stops (final commit, close), then a makes its final commit
             listener.stop()
             listener.wait()
         for transport in transports:
             transport.cleanup()
+    assert committed_total(kafka_broker.bootstrap, pool, topic) == 200

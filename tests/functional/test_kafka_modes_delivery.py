@@ -10,12 +10,11 @@ import uuid
 from typing import Any, Callable, Iterator
 
 import pytest
-from confluent_kafka import ConsumerGroupTopicPartitions, TopicPartition
-from confluent_kafka.admin import AdminClient
 
 import notify_transport
 from notify_transport import NotificationResult, Notifier, Target
 from notify_transport.drivers.kafka.delivery.hooks import ListenerHooks
+from kafka_fixtures import group_offsets
 from waits import wait_until
 
 pytestmark = pytest.mark.functional
@@ -122,13 +121,6 @@ def publishers_on_each_worker(workers: int) -> list[str]:
     return [chosen[i] for i in range(workers)]
 
 
-def group_offsets(broker, group: str, topic: str, partitions: int = 1) -> dict[int, int]:
-    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
-    request = ConsumerGroupTopicPartitions(group, [TopicPartition(topic, p) for p in range(partitions)])
-    result = admin.list_consumer_group_offsets([request], request_timeout=10)[group].result(10)
-    return {tp.partition: tp.offset for tp in result.topic_partitions}
-
-
 def read_all(driver, topic: str) -> list:
     reader = driver.read_topic(topic, "earliest", until_end=True)
     try:
@@ -163,13 +155,13 @@ def test_at_least_once_commits_only_the_finished_prefix(kafka_bootstrap, kafka_d
     for index in (1, 2, 4, 5):  # out of order; 0 and 3 still "running"
         got[index].acknowledge()
     listener.commit()
-    assert group_offsets(kafka_bootstrap, pool, f"{topic}.info") == {0: 0}
+    assert group_offsets(kafka_bootstrap.bootstrap, pool, f"{topic}.info") == {0: 0}
     got[0].acknowledge()
     listener.commit()
-    assert group_offsets(kafka_bootstrap, pool, f"{topic}.info") == {0: 3}
+    assert group_offsets(kafka_bootstrap.bootstrap, pool, f"{topic}.info") == {0: 3}
     listener.stop()
     listener.cleanup()  # close commits the prefix again: still 3 (offset 3 never finished)
-    assert group_offsets(kafka_bootstrap, pool, f"{topic}.info") == {0: 3}
+    assert group_offsets(kafka_bootstrap.bootstrap, pool, f"{topic}.info") == {0: 3}
     successor = listener_for(driver, topic, pool, delivery_mode="at_least_once")
     successor.start()
     again = poll_n(successor, 3)
@@ -179,7 +171,7 @@ def test_at_least_once_commits_only_the_finished_prefix(kafka_bootstrap, kafka_d
         message.acknowledge()
     successor.stop()
     successor.cleanup()
-    assert group_offsets(kafka_bootstrap, pool, f"{topic}.info") == {0: 6}
+    assert group_offsets(kafka_bootstrap.bootstrap, pool, f"{topic}.info") == {0: 6}
 
 
 def notify_through_own_transport(driver, topic: str, ids) -> None:
@@ -226,11 +218,11 @@ def test_revoke_commits_finished_work_and_late_acks_commit_nothing(rebalancing_b
     while joiner.is_alive():  # the first must keep polling for the rebalance to happen
         redelivered += first.poll(timeout=0.2, max_messages=10)
     joiner.join()
-    assert group_offsets(rebalancing_broker, pool, f"{topic}.info") == {0: 3}
+    assert group_offsets(rebalancing_broker.bootstrap, pool, f"{topic}.info") == {0: 3}
     for message in got[3:]:
         message.acknowledge()  # finished after the revoke: must not be committed
     first.commit()
-    assert group_offsets(rebalancing_broker, pool, f"{topic}.info") == {0: 3}
+    assert group_offsets(rebalancing_broker.bootstrap, pool, f"{topic}.info") == {0: 3}
     # each listener also reads its pool's retry topic: the round-robin assignor may give the
     # main topic's partition to either member, and the retry topic's to the other
     owner = first if (f"{topic}.info", 0) in first.assignment else second
@@ -239,7 +231,7 @@ def test_revoke_commits_finished_work_and_late_acks_commit_nothing(rebalancing_b
     for message in redelivered:
         message.acknowledge()
     owner.commit()
-    assert group_offsets(rebalancing_broker, pool, f"{topic}.info") == {0: 5}
+    assert group_offsets(rebalancing_broker.bootstrap, pool, f"{topic}.info") == {0: 5}
     for listener in (first, second):
         listener.stop()
         listener.cleanup()
@@ -343,7 +335,7 @@ def test_workers_keep_each_publishers_order_and_run_in_parallel(api, kafka_broke
     assert not [t.name for t in threading.enumerate() if t.name.startswith(prefix)]  # none leaked
     records = read_all(transport.driver, f"{topic}.info")
     ends = {p: 1 + max(r.offset for r in records if r.partition == p) for p in (0, 1)}
-    assert group_offsets(kafka_broker, server.pool, f"{topic}.info", 2) == ends  # all committed on close
+    assert group_offsets(kafka_broker.bootstrap, server.pool, f"{topic}.info", 2) == ends  # all committed on close
 
 
 # -- shutdown -----------------------------------------------------------------------------
@@ -366,14 +358,14 @@ def test_stop_graceful_finishes_abrupt_cancels(api, kafka_broker, unique_topic, 
     assert took < 10
     if graceful:
         assert finished and sorted(endpoint.ids()) == list(range(10))
-        assert group_offsets(kafka_broker, pool, f"{topic}.info") == {0: 10}
+        assert group_offsets(kafka_broker.bootstrap, pool, f"{topic}.info") == {0: 10}
         leftovers: list[int] = []
     else:
         # the two running calls return; once the workers are gone, nothing else started
         assert wait_until(lambda: not any(t.name.startswith(f"notify-kafka-{pool}-worker")
                                           for t in threading.enumerate()))
         assert len(endpoint.calls) == 2  # only the two calls running at the stop
-        committed = group_offsets(kafka_broker, pool, f"{topic}.info")[0]
+        committed = group_offsets(kafka_broker.bootstrap, pool, f"{topic}.info")[0]
         assert committed < 10
         leftovers = list(range(committed, 10))
     # a successor gets exactly what was not committed

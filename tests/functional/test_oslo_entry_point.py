@@ -17,7 +17,7 @@ from confluent_kafka.admin import AdminClient
 from oslo_config import cfg
 
 import notify_transport as nt
-from kafka_fixtures import KAFKA_BROKERS
+from kafka_fixtures import KAFKA_BROKERS, group_offsets
 
 pytestmark = pytest.mark.functional
 
@@ -270,9 +270,4 @@ def test_delivery_mode_from_the_url_gets_oslos_acknowledgements(broker, unique_t
     assert sorted(c["payload"]["seq"] for c in recorder.wait_for(5)) == list(range(5))
     server.stop()
     server.wait()
-    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
-    from confluent_kafka import ConsumerGroupTopicPartitions, TopicPartition
-
-    request = ConsumerGroupTopicPartitions("alo", [TopicPartition(f"{topic}.info.{vh}", 0)])
-    result = admin.list_consumer_group_offsets([request])["alo"].result()
-    assert [tp.offset for tp in result.topic_partitions] == [5]
+    assert group_offsets(broker.bootstrap, "alo", f"{topic}.info.{vh}") == {0: 5}
