@@ -4,7 +4,7 @@
 # functions in lib/ (settings: see ``settings`` and README.md).
 #
 #   [[local|localrc]]
-#   enable_plugin notify-transport <git url of this repository>
+#   enable_plugin notify-transport <git url of this repository> main
 #   enable_service nt-serve    # optional: run `notify-transport serve`
 #
 # - lib/notify-transport  installs the package (setup_develop), checks settings
@@ -39,14 +39,13 @@ elif [[ "${1:-}" == "stack" && "${2:-}" == "install" ]]; then
     install_notify_transport
     if notify_transport_kafka_is_local; then
         install_kafka
-    fi
-
-elif [[ "${1:-}" == "stack" && "${2:-}" == "post-config" ]]; then
-    # Before any service starts.
-    if notify_transport_kafka_is_local; then
+        # stack.sh starts keystone between this phase and post-config, and the
+        # services' notifications go to Kafka: the broker runs from here on.
         configure_kafka
         start_kafka
     fi
+
+elif [[ "${1:-}" == "stack" && "${2:-}" == "post-config" ]]; then
     configure_rabbit_vhosts
     if is_service_enabled nt-serve; then
         configure_nt_serve

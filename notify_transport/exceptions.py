@@ -39,6 +39,14 @@ class MessageDeliveryFailure(MessagingException):
     """A message could not be handed to the broker or was not confirmed."""
 
 
+class BrokerUnreachable(MessagingException):
+    """No broker of the transport answered within the wait the caller gave.
+
+    Raised by :meth:`notify_transport.transport.Transport.check_connection`; the
+    command line reports it with exit status 3.
+    """
+
+
 class MessagingTimeout(MessagingException):
     """An operation did not complete within its timeout."""
 

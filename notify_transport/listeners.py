@@ -263,7 +263,7 @@ def load_listeners(conf: cfg.ConfigOpts, names: Sequence[str] | None = None,
 
     Raises :class:`UnknownListenerError` for a name nobody registers, and
     :class:`BrokenListenerError` when an entry fails to import or build unless
-    ``skip_broken`` (the broken ones are then returned, and logged).
+    ``skip_broken`` (the broken ones are then returned: :func:`log_skipped` logs them).
     """
     registered = registered_entries()
     known = sorted({e.name for e in registered})
@@ -300,9 +300,13 @@ def load_listeners(conf: cfg.ConfigOpts, names: Sequence[str] | None = None,
     broken.sort(key=lambda b: b.entry.name)
     if broken and not skip_broken:
         raise BrokenListenerError(broken)
+    return listeners, broken
+
+
+def log_skipped(broken: Iterable[BrokenEntry]) -> None:
+    """Log each entry that is skipped while the others run (an error: an operator must see it)."""
     for item in broken:
         LOG.error("Skipping %s", item)
-    return listeners, broken
 
 
 def get_entry_point_servers(transport: Any, names: Sequence[str] | None = None,
@@ -316,7 +320,8 @@ def get_entry_point_servers(transport: Any, names: Sequence[str] | None = None,
     ``conf`` (default: the transport's) supplies the ``[listener:NAME]`` sections.
     """
     conf = conf if conf is not None else transport.conf
-    listeners, _ = load_listeners(conf, names, skip_broken)
+    listeners, broken = load_listeners(conf, names, skip_broken)
+    log_skipped(broken)
     return {listener.name: listener.server(transport) for listener in listeners}
 
 

@@ -163,6 +163,14 @@ class Transport:
             return self._driver.flush(timeout)
         return self._offload(self._driver.flush, timeout)
 
+    def check_connection(self, timeout: float) -> None:
+        """Return once a broker answers; ``BrokerUnreachable`` after ``timeout`` seconds,
+        ``AccessDenied`` for refused credentials (see ``BaseDriver.check_connection``)."""
+        if self._offload is None:
+            self._driver.check_connection(timeout)
+        else:
+            self._offload(self._driver.check_connection, timeout)
+
     def delivery_stats(self) -> dict[str, int]:
         """The driver's counters of sent, delivered and failed notifications."""
         return self._driver.delivery_stats()

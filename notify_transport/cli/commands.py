@@ -10,16 +10,18 @@ from __future__ import annotations
 import argparse
 import sys
 import textwrap
-from typing import Any, Callable, Iterable, Sequence
+from typing import Any, Callable, Iterable, NoReturn, Sequence
 
 from cliff.command import Command
 from cliff.lister import Lister
 
+from notify_transport.cli import contract
 from notify_transport.cli.formatting import HelpFormatter
-from notify_transport.exceptions import ConfigurationError, MessagingException
 
 #: exit statuses: done, failed, bad input or configuration, service unreachable, interrupted
-EXIT_OK, EXIT_FAILURE, EXIT_USAGE, EXIT_UNAVAILABLE, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
+EXIT_OK, EXIT_FAILURE, EXIT_USAGE, EXIT_UNAVAILABLE, EXIT_INTERRUPTED = (
+    contract.OK_STATUS, contract.FAILED.status, contract.BAD_INPUT.status, contract.UNREACHABLE.status,
+    contract.INTERRUPTED.status)
 
 #: Global options of the application a command body reads from its arguments.
 GLOBAL_DESTS = ("config_file", "config_dir", "transport_url", "debug")
@@ -67,19 +69,21 @@ def global_values(app_args: argparse.Namespace | None, parsed_args: argparse.Nam
     return parsed_args
 
 
-def one_line_errors(run: Callable[[], int]) -> int:
-    """Run a command body; a library error is one line on stderr and its exit status."""
-    try:
-        return int(run() or EXIT_OK)
-    except ConfigurationError as exc:
-        print(f"notify-transport: error: {exc}", file=sys.stderr)
-        return EXIT_USAGE
-    except MessagingException as exc:
-        print(f"notify-transport: {type(exc).__name__}: {exc}", file=sys.stderr)
-        return EXIT_UNAVAILABLE
-    except KeyboardInterrupt:
-        print("notify-transport: interrupted", file=sys.stderr)
-        return EXIT_INTERRUPTED
+def one_line_errors(run: Callable[[], int], command: str = "", debug: bool = False) -> int:
+    """Run a command body under the one error contract (:mod:`notify_transport.cli.contract`)."""
+    return contract.run_command(run, command, debug)
+
+
+def one_line_parser(parser: argparse.ArgumentParser, command: str) -> argparse.ArgumentParser:
+    """``parser`` reporting what it refuses as the contract's one line (exit status 2), not a usage block."""
+
+    def error(message: str) -> NoReturn:
+        # argparse calls this while handling the error: its context says the kind
+        sys.exit(contract.usage_error(command, f"{command}: {message}" if command else message,
+                                      sys.exc_info()[1]))
+
+    parser.error = error  # type: ignore[method-assign]
+    return parser
 
 
 class _FromModule:
@@ -98,7 +102,7 @@ class _FromModule:
     def get_parser(self, prog_name: str) -> argparse.ArgumentParser:
         parser = super().get_parser(prog_name)  # type: ignore[misc]
         self.module.add_parser(_Into(parser, literal=self.app is None))
-        return parser
+        return one_line_parser(parser, prog_name.removeprefix("notify-transport").strip())
 
 
 class ModuleCommand(_FromModule, Command):
@@ -106,7 +110,8 @@ class ModuleCommand(_FromModule, Command):
 
     def run(self, parsed_args: argparse.Namespace) -> int:
         global_values(self.app_args, parsed_args)
-        return one_line_errors(lambda: super(ModuleCommand, self).run(parsed_args))
+        return one_line_errors(lambda: super(ModuleCommand, self).run(parsed_args), self.cmd_name or "",
+                               parsed_args.debug)
 
     def take_action(self, parsed_args: argparse.Namespace) -> int:
         return int(parsed_args.func(parsed_args) or EXIT_OK)
@@ -124,7 +129,8 @@ class ModuleLister(_FromModule, Lister):
         parsed_args.output_format = parsed_args.formatter
         parsed_args.results = []
         self._status = EXIT_OK
-        return one_line_errors(lambda: super(ModuleLister, self).run(parsed_args) or self._status)
+        return one_line_errors(lambda: super(ModuleLister, self).run(parsed_args) or self._status,
+                               self.cmd_name or "", parsed_args.debug)
 
     def take_action(self, parsed_args: argparse.Namespace) -> tuple[Sequence[str], Iterable[Any]]:
         self._status = int(parsed_args.func(parsed_args) or EXIT_OK)
@@ -138,7 +144,14 @@ class ModuleLister(_FromModule, Lister):
                        data: Iterable[Sequence[Any]]) -> int:
         if not parsed_args.results:  # nothing listed (the body reported why)
             return EXIT_OK
-        return super().produce_output(parsed_args, column_names, data)
+        try:
+            return super().produce_output(parsed_args, column_names, data)
+        except ValueError:  # cliff refuses a -c or --sort-column that names no column
+            asked = [*(getattr(parsed_args, "columns", None) or []),
+                     *(getattr(parsed_args, "sort_columns", None) or [])]
+            unknown = [c for c in asked if c not in column_names] or asked
+            raise contract.CommandError(contract.BAD_INPUT, f"no column {', '.join(map(repr, unknown))}",
+                                        f"choose among the columns {', '.join(column_names)}") from None
 
 
 from notify_transport.cli import demo, pipeline_cmd, serve  # noqa: E402 - the bodies, after the wrappers

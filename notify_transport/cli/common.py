@@ -10,6 +10,7 @@ from typing import Callable, Iterator, Sequence
 
 from oslo_config import cfg
 
+from notify_transport.cli.contract import MISSING_FILE, NOT_CONFIGURED, CommandError
 from notify_transport.exceptions import ConfigurationError
 from notify_transport.options import NOTIFICATIONS_GROUP, register_notifier_opts, register_transport_opts
 
@@ -19,11 +20,15 @@ LOG = logging.getLogger(__name__)
 URL_ENV = "NOTIFY_TRANSPORT_URL"
 
 __all__ = ["URL_ENV", "MissingExtra", "configured_url", "load_conf",
-           "require_extra", "url_or_embedded_broker"]
+           "require_extra", "required_url", "url_or_embedded_broker"]
 
 
 class MissingExtra(ConfigurationError):
-    """A command needs an optional extra that is not installed (one line, exit status 2)."""
+    """A command needs the optional extra ``extra``, which is not installed (one line, exit status 2)."""
+
+    def __init__(self, extra: str, message: str) -> None:
+        super().__init__(message)
+        self.extra = extra
 
 
 def missing_modules(modules: Sequence[str]) -> list[str]:
@@ -35,8 +40,7 @@ def require_extra(extra: str, modules: Sequence[str], what: str) -> None:
     """Raise :class:`MissingExtra` saying how to install ``extra`` when one of ``modules`` is missing."""
     missing = missing_modules(modules)
     if missing:
-        raise MissingExtra(f"{what} needs the {extra!r} extra ({', '.join(missing)} not installed): "
-                           f"pip install 'notify-transport[{extra}]'")
+        raise MissingExtra(extra, f"{what} needs the {extra!r} extra ({', '.join(missing)} not installed)")
 
 
 def load_conf(args: argparse.Namespace,
@@ -50,13 +54,13 @@ def load_conf(args: argparse.Namespace,
     dirs = list(getattr(args, "config_dir", None) or [])
     for path in files:
         if not os.path.isfile(path):
-            raise ConfigurationError(f"config file {path}: "
-                                     f"{'is a directory' if os.path.isdir(path) else 'no such file'}")
+            raise CommandError(MISSING_FILE, f"config file {path}: "
+                               f"{'is a directory' if os.path.isdir(path) else 'no such file'}")
         if not os.access(path, os.R_OK):
-            raise ConfigurationError(f"config file {path}: permission denied")
+            raise CommandError(MISSING_FILE, f"config file {path}: permission denied")
     for path in dirs:
         if not os.path.isdir(path):
-            raise ConfigurationError(f"config dir {path}: no such directory")
+            raise CommandError(MISSING_FILE, f"config dir {path}: no such directory")
     conf = cfg.ConfigOpts()
     if register is not None:
         register(conf)
@@ -79,6 +83,14 @@ def configured_url(args: argparse.Namespace, conf: cfg.ConfigOpts) -> str | None
             and "transport_url" in _set_in_files(conf):
         return conf.transport_url
     return os.environ.get(URL_ENV) or None
+
+
+def required_url(args: argparse.Namespace, conf: cfg.ConfigOpts) -> str:
+    """:func:`configured_url`, or the contract's "not configured" error when there is none."""
+    url = configured_url(args, conf)
+    if not url:
+        raise CommandError(NOT_CONFIGURED, "no transport URL configured")
+    return url
 
 
 def _set_in_files(conf: cfg.ConfigOpts) -> set[str]:
@@ -108,9 +120,8 @@ def url_or_embedded_broker(args: argparse.Namespace, conf: cfg.ConfigOpts,
             from notify_transport.testing.brokers import NoidaBroker as Launcher  # type: ignore[assignment]
             label = "an embedded Kafka-protocol broker (noida-db)"
     except ImportError as exc:  # pragma: no cover - the embedded extra
-        raise MissingExtra("no transport URL configured, and the embedded broker started without one "
-                           f"needs the 'embedded' extra ({exc.name} not installed): "
-                           "pip install 'notify-transport[embedded]'") from None
+        raise MissingExtra("embedded", "no transport URL configured, and the embedded broker started "
+                           f"without one needs the 'embedded' extra ({exc.name} not installed)") from None
     with Launcher() as broker:
         if announce:
             print(f"No transport_url configured: started {label} at {broker.bootstrap}")

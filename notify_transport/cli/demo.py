@@ -18,6 +18,7 @@ from typing import Any
 
 from notify_transport import (Notifier, Target, get_notification_listener,
                               get_notification_transport)
+from notify_transport.cli import contract, logs
 from notify_transport.cli.common import EMBEDDED_BROKERS, load_conf, url_or_embedded_broker
 from notify_transport.cli.ops import args as cli_args
 from notify_transport.exceptions import ConfigurationError
@@ -36,7 +37,7 @@ transport, or over a broker started for the run when none is configured
 and the command prints what flowed.
 
 exit status: 0 every pool received every notification exactly once, 1 not,
-2 bad input or configuration"""
+2 bad input or configuration (refused credentials too), 3 broker unreachable"""
 
 
 def add_parser(sub: Any) -> None:
@@ -49,6 +50,7 @@ def add_parser(sub: Any) -> None:
                    help="listeners sharing each pool")
     p.add_argument("--timeout", type=cli_args.positive_float, default=60.0, metavar="SECONDS",
                    help="seconds to wait for delivery")
+    cli_args.add_connection_args(p)
     p.add_argument("--broker", choices=EMBEDDED_BROKERS, default="noida",
                    help="broker started for the run when no transport URL is configured: noida "
                         "(noida-db, the embedded default) or apache-kafka (Apache Kafka, one KRaft "
@@ -100,12 +102,16 @@ class Outcome:
     elapsed_s: float = 0.0
 
 
-def with_demo_defaults(url: str) -> str:
-    """``url`` with the demo's own defaults where it sets none (two partitions on Kafka)."""
+def with_demo_defaults(url: str) -> TransportURL:
+    """``url`` with the demo's own defaults where it sets none (two partitions on Kafka).
+
+    A :class:`TransportURL`, not its text: the text masks the password, which the
+    transport needs to log in.
+    """
     parsed = TransportURL.parse(None, url)
     if parsed.transport == "kafka" and "topic_partitions" not in parsed.query:
         parsed.query["topic_partitions"] = "2"  # so the listeners of a pool split the stream
-    return str(parsed)
+    return parsed
 
 
 def run(args: argparse.Namespace) -> int:
@@ -115,9 +121,16 @@ def run(args: argparse.Namespace) -> int:
     conf = load_conf(args)
     with url_or_embedded_broker(args, conf) as url:
         transport = get_notification_transport(conf, with_demo_defaults(url))
-        print(f"transport: {transport.url.redacted()}")
         try:
-            return 0 if exchange(transport, pools, args).ok else 1
+            # an unreachable broker or a refused login is the contract's one line, said before
+            # any listener starts (each connection attempt is in the log with --debug)
+            with logs.HeldRecords("notify_transport.drivers"):
+                transport.check_connection(args.connect_timeout)
+            print(f"transport: {transport.url.redacted()}")
+            if exchange(transport, pools, args).ok:
+                return contract.OK_STATUS
+            return contract.fail(contract.FAILED, "a pool missed or repeated notifications (see the table)",
+                                 "run again with a longer --timeout, or with --debug to see every step")
         finally:
             transport.cleanup()
 

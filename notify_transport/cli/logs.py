@@ -16,7 +16,8 @@ from typing import Iterator
 #: Seconds during which an identical line from the same logger is not repeated.
 REPEAT_WINDOW = 60.0
 #: Loggers whose lines only ``--debug`` shows.
-CHATTY = ("pika", "py4j", "stevedore", "notify_transport.cli.librdkafka")
+CHATTY = ("pika", "py4j", "stevedore", "notify_transport.cli.librdkafka",
+          "notify_transport.drivers.kafka.librdkafka")
 #: Loggers shown at INFO even without -v: progress of long work.
 PROGRESS = ("notify_transport.pipeline",)
 

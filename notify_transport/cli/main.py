@@ -14,8 +14,9 @@ from typing import Any, Sequence
 from cliff.app import App
 from cliff.commandmanager import CommandManager
 
-from notify_transport.cli import logs
-from notify_transport.cli.commands import EXIT_USAGE, global_values
+from notify_transport.cli import contract, logs
+from notify_transport.cli.commands import EXIT_USAGE, global_values, one_line_parser
+from notify_transport.cli.contract import PROG
 from notify_transport.cli.common import URL_ENV
 
 #: Entry point group of the commands.
@@ -78,8 +79,8 @@ class NotifyTransportApp(App):
                          command_manager=CommandManager(NAMESPACE), deferred_help=True)
         self.no_command = False
 
-    def build_option_parser(self, description: str | None, version: str | None,
-                            argparse_kwargs: dict[str, Any] | None = None) -> argparse.ArgumentParser:
+    def _global_parser(self, description: str | None, version: str | None,
+                       argparse_kwargs: dict[str, Any] | None = None) -> argparse.ArgumentParser:
         # no abbreviations: a command's own option is never taken for a global one; "resolve":
         # --version and --debug below replace cliff's (the program's name, what --debug does)
         parser = super().build_option_parser(
@@ -110,13 +111,41 @@ class NotifyTransportApp(App):
         self.no_command = True
         self.run_subcommand(["help"])
 
+    def build_option_parser(self, description: str | None, version: str | None,
+                            argparse_kwargs: dict[str, Any] | None = None) -> argparse.ArgumentParser:
+        return one_line_parser(self._global_parser(description, version, argparse_kwargs), "")
+
     def run_subcommand(self, argv: list[str]) -> int:
         try:
+            self.command_manager.find_command(argv)
+        except ValueError:
+            return self._unknown(argv)
+        except ImportError as exc:
+            return self._unavailable(argv, exc)
+        try:
             return super().run_subcommand(argv)
-        except ImportError as exc:  # a command whose module needs what is not installed
-            print(f"notify-transport: error: '{argv[0]}' is unavailable: cannot import "
-                  f"{exc.name or exc}: install the extra it needs", file=sys.stderr)
-            return EXIT_USAGE
+        except ImportError as exc:
+            return self._unavailable(argv, exc)
+        except Exception as exc:  # noqa: BLE001 - what escapes a command still ends in one line
+            if self.options.debug:
+                raise
+            return contract.report(exc, argv[0])
+
+    def _unknown(self, argv: list[str]) -> int:
+        if argv[0].startswith("-"):
+            return contract.fail(contract.BAD_INPUT, f"unknown option {argv[0]!r}",
+                                 f"'{PROG} --help' lists the global options, '{PROG} COMMAND --help' a command's")
+        guesses = self.get_fuzzy_matches(argv[0])
+        return contract.fail(contract.BAD_INPUT, f"unknown command {' '.join(argv)!r}",
+                             f"'{PROG} help' lists the commands"
+                             + (f" (did you mean {' or '.join(guesses[:3])}?)" if guesses else ""))
+
+    @staticmethod
+    def _unavailable(argv: list[str], exc: ImportError) -> int:
+        """A command whose module needs what is not installed."""
+        return contract.fail(contract.MISSING_EXTRA, f"'{argv[0]}' is unavailable: cannot import {exc.name or exc}",
+                             "install the extra it needs: pip install 'notify-transport[spark]' for the "
+                             "pipeline commands, 'notify-transport[embedded]' for the demo's broker")
 
 
 def parse_args(argv: Sequence[str]) -> argparse.Namespace:

@@ -13,9 +13,10 @@ import signal
 import sys
 import threading
 import time
+from pathlib import Path
 from typing import Any, Callable
 
-from notify_transport.cli import common
+from notify_transport.cli import common, contract
 from notify_transport.cli.ops import args as cli_args
 from notify_transport.drivers.naming import PRIORITIES
 from notify_transport.exceptions import ConfigurationError
@@ -53,6 +54,7 @@ def add_run_parser(sub: Any) -> argparse.ArgumentParser:
     """``pipeline run``: its arguments on the parser ``sub.add_parser`` gives."""
     run_parser = sub.add_parser("pipeline run", help=_summary("Spark pipeline: run the archive and statistics jobs"),
                                 description=DESCRIPTION)
+    cli_args.add_connection_args(run_parser)
     src = run_parser.add_argument_group("what to read")
     src.add_argument("--topic", "--topics", dest="topics", action="extend", type=_csv_list,
                      metavar="TOPIC[,...]",
@@ -160,6 +162,10 @@ def run(args: argparse.Namespace) -> int:
 def _report(args: argparse.Namespace) -> int:
     from notify_transport.pipeline.report import build_report
 
+    if not any((Path(args.output) / part).is_dir() for part in ("stats", "archive", "errors")):
+        raise contract.CommandError(contract.MISSING_FILE, f"{args.output} holds no pipeline output "
+                                    "(no stats, archive or errors folder)",
+                                    "give the --output of a 'notify-transport pipeline run'")
     index = build_report(args.output, args.report_dir, args.title)
     print(f"Report: {index}")
     return 0
@@ -173,10 +179,7 @@ def _run(args: argparse.Namespace) -> int:
     from notify_transport.pipeline.topics import Subscription
 
     conf = common.load_conf(args)
-    url = common.configured_url(args, conf)
-    if not url:
-        raise ConfigurationError("No transport URL: pass --transport-url kafka://host:port[/vhost] "
-                                 "or a --config-file with [oslo_messaging_notifications] transport_url")
+    url = common.required_url(args, conf)
     settings = KafkaSettings.from_url(url, conf)
     subscription = Subscription(base_topics=tuple(dict.fromkeys(args.topics or ["notifications"])),
                                 vhost=settings.vhost,
@@ -196,7 +199,7 @@ def _run(args: argparse.Namespace) -> int:
     if not args.once:  # a continuous run reads for as long as it runs: no size to know
         return _run_spark(args, settings, subscription, config, None)
     kafka_config = settings.librdkafka_config()
-    backlog = caught_up.waiting(config.checkpoint_root, kafka_config, subscription)
+    backlog = caught_up.waiting(config.checkpoint_root, kafka_config, subscription, args.connect_timeout)
     if backlog == 0:
         _show_progress(run_config.PROGRESS_LOG)
         run_config.PROGRESS_LOG.info("Nothing new since the last run: Spark not started")
@@ -204,7 +207,7 @@ def _run(args: argparse.Namespace) -> int:
         print(json.dumps({"output": output, **summary.as_dict()}, indent=2))
         return _maybe_report(args, output)
     if backlog is None:  # a first run (or a remote checkpoint) still starts Spark, sized by what Kafka holds
-        backlog = caught_up.held(kafka_config, subscription)
+        backlog = caught_up.held(kafka_config, subscription, args.connect_timeout)
     return _run_spark(args, settings, subscription, config, backlog)
 
 
@@ -214,14 +217,17 @@ def _run_spark(args: argparse.Namespace, settings, subscription, config, backlog
     from notify_transport.pipeline import jobs
     from notify_transport.pipeline.reading import choose_format
     from notify_transport.pipeline.source import FORMAT_NAME
-    from notify_transport.pipeline.session import build_session, run_conf, small_run, warm_up
+    from notify_transport.pipeline.session import build_session, jvm_log_path, run_conf, small_run, warm_up
 
     output = config.output
     log_level = "INFO" if LOG.isEnabledFor(logging.DEBUG) else "ERROR"
     _show_progress(jobs.PROGRESS_LOG)
     extra_conf = {**run_conf(backlog), **_spark_conf(args.spark_conf)}  # the user's settings win
+    # Spark's and the JVM's own lines: on stderr with --debug, else in a file an error names
+    jvm_log = None if args.debug else jvm_log_path()
     spark = build_session(args.master, shuffle_partitions=args.shuffle_partitions,
-                          extra_conf=extra_conf, log_level=log_level, quick_start=small_run(backlog))
+                          extra_conf=extra_conf, log_level=log_level, quick_start=small_run(backlog),
+                          jvm_log=jvm_log)
     # resolved once: the query's read takes this format without probing the classpath again
     config = dataclasses.replace(config, source_format=choose_format(spark, config.source_format))
     # the Python processes the read needs start while the query starts
@@ -233,8 +239,10 @@ def _run_spark(args: argparse.Namespace, settings, subscription, config, backlog
         summary = jobs.run(spark, settings, subscription, config, once=args.once,
                            max_seconds=args.max_seconds, stop=stop)
     except StreamingQueryException as exc:
-        print(f"pipeline: a streaming query failed: {exc}", file=sys.stderr)
-        return 1
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise contract.CommandError(contract.FAILED, f"a streaming query failed: {first}",
+                                    f"Spark's own account of it is in {jvm_log}" if jvm_log else
+                                    "the lines above are Spark's own account of it") from None
     finally:
         if restore is not None:
             restore()

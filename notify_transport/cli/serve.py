@@ -11,7 +11,6 @@ import argparse
 import logging
 import signal
 import socket
-import sys
 import threading
 import urllib.parse
 from typing import Any
@@ -21,13 +20,16 @@ from cotyledon import types as cotyledon_types
 from oslo_config import cfg
 from oslo_log import log as oslo_log
 
-from notify_transport.cli.common import configured_url, load_conf
-from notify_transport.cli.ops.args import positive_float, positive_int
+from notify_transport.cli.common import load_conf, required_url
+from notify_transport.cli.contract import FAILED, NOT_FOUND, CommandError
+from notify_transport.cli import logs
+from notify_transport.cli.ops.args import add_connection_args, positive_float, positive_int
 from notify_transport.cli.ops.output import emit
 from notify_transport.drivers.config import register_opts
 from notify_transport.drivers.kafka import GROUP as KAFKA_GROUP, all_opts as kafka_opts
-from notify_transport.listeners import (BrokenListenerError, EntryPointListener, UnknownListenerError,
-                                        load_listeners, registered_entries, stop_servers)
+from notify_transport.listeners import (NAMESPACE, BrokenEntry, BrokenListenerError, EntryPointListener,
+                                        UnknownListenerError, load_listeners, log_skipped, registered_entries,
+                                        stop_servers)
 from notify_transport.notify.counters_log import CountersLog
 from notify_transport.notify.listener import NotificationServer
 from notify_transport.server import run_bounded
@@ -50,9 +52,9 @@ the mutable options ([serve] stats_interval and stop_timeout, [DEFAULT] debug).
 --list lists what is registered instead.
 
 exit status: 0 after a graceful stop (or a clean --list), 1 a listener entry is
-broken, a listener fails to start or the graceful stop ran out of time, 2 an
-unknown NAME or no configured transport, 128+N after an abrupt stop by a second
-signal N"""
+broken, an unknown NAME, no listener registered, a listener fails to start or
+the graceful stop ran out of time, 2 bad input or configuration (no configured
+transport), 3 broker unreachable, 128+N after an abrupt stop by a second signal N"""
 
 LOG = logging.getLogger(__name__)
 
@@ -71,6 +73,7 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--skip-broken", action="store_true",
                    help="run the listeners that load and start, reporting the others, instead "
                         "of refusing to start")
+    add_connection_args(p)
     p.add_argument("--workers", type=positive_int, default=None, metavar="N",
                    help="processes running the listeners (default: [serve] workers, 1)")
     p.add_argument("--stats-interval", type=positive_float, default=None, metavar="SECONDS",
@@ -92,18 +95,23 @@ def run(args: argparse.Namespace) -> int:
     conf = load_conf(args, register=_register)
     if args.list:
         return _list(conf, args)
-    url = configured_url(args, conf)
-    if not url:
-        return _error("no notification transport configured: give --transport-url, a --config-file "
-                      "with [oslo_messaging_notifications] transport_url, or NOTIFY_TRANSPORT_URL", EXIT_USAGE)
+    url = required_url(args, conf)
+    with get_notification_transport(conf, url) as probe:  # an outage or a refused login: one line now
+        with logs.HeldRecords("notify_transport.drivers"):
+            probe.check_connection(args.connect_timeout)
     try:
-        listeners, _broken = load_listeners(conf, args.names, skip_broken=args.skip_broken)
+        listeners, broken = load_listeners(conf, args.names, skip_broken=args.skip_broken)
     except UnknownListenerError as exc:
-        return _error(str(exc), EXIT_USAGE)
+        raise _unknown(exc) from None
     except BrokenListenerError as exc:
-        return _error(str(exc), EXIT_FAILURE)
+        raise _broken(exc.broken, "nothing started",
+                      "fix or uninstall them, or run the others with --skip-broken") from None
+    if broken and not listeners:
+        raise _broken(broken, "no other listener to run", "fix or uninstall them")
+    log_skipped(broken)
     if not listeners:
-        return _error("no listener to run", EXIT_FAILURE)
+        raise CommandError(NOT_FOUND, f"no listener registered in entry point group {NAMESPACE}",
+                           "install a package that declares one (see the listeners guide)")
     _apply_flags(conf, args)
     oslo_log.setup(conf, "notify-transport")
     if conf[SERVE_GROUP].workers > 1:
@@ -227,9 +235,17 @@ class ListenerWorker(cotyledon.Service):
             self.service.reload_settings(_settings(self.conf, self.args))
 
 
-def _error(message: str, code: int) -> int:
-    print(f"notify-transport serve: error: {message}", file=sys.stderr)
-    return code
+def _unknown(exc: UnknownListenerError) -> CommandError:
+    return CommandError(NOT_FOUND, f"no listener named {', '.join(map(repr, exc.unknown))} in entry point "
+                        f"group {NAMESPACE} (registered: {', '.join(exc.registered) or 'none'})",
+                        "'notify-transport serve --list' describes the registered ones")
+
+
+def _broken(broken: list[BrokenEntry], outcome: str, next_step: str) -> CommandError:
+    """The contract's one line for listener entries that cannot load."""
+    which = "; ".join(f"{b.entry.name!r} from {b.entry.distribution}: {b.error}" for b in broken)
+    return CommandError(FAILED, f"{len(broken)} listener entry point(s) cannot load ({which}); {outcome}",
+                        next_step)
 
 
 #: The columns of ``serve --list`` (cliff's -c takes these names).
@@ -240,7 +256,7 @@ def _list(conf: Any, args: argparse.Namespace) -> int:
     try:
         listeners, broken = load_listeners(conf, args.names, skip_broken=True)
     except UnknownListenerError as exc:
-        return _error(str(exc), EXIT_USAGE)
+        raise _unknown(exc) from None
     rows = [(lst.name, lst.entry.distribution, ",".join(lst.topics), lst.pool,
              lst.driver_options.get("delivery_mode", "default"), lst.entry.value) for lst in listeners]
     rows += [(b.entry.name, b.entry.distribution, "-", "-", "-", f"BROKEN: {b.error}") for b in broken]

@@ -248,6 +248,15 @@ class BaseDriver(abc.ABC):
         """Counters of sent, delivered and failed notifications."""
         return {}
 
+    def check_connection(self, timeout: float) -> None:
+        """Return once a broker of the URL answers.
+
+        Raises ``BrokerUnreachable`` when none answers within ``timeout`` seconds and
+        ``AccessDenied`` (both in ``notify_transport.exceptions``) when one refuses
+        the credentials, so that a caller can tell an outage from a wrong URL before it
+        sends anything. A driver without a broker returns at once.
+        """
+
     # -- RPC -----------------------------------------------------------------
     def send(self, target: Target, ctxt: dict, message: dict, wait_for_reply: bool = False,
              timeout: float | None = None, retry: int | None = None,

@@ -7,15 +7,17 @@ shuffle partitions, no UI); ``extra_conf`` overrides any of them.
 """
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import sys
 import threading
+from pathlib import Path
 from typing import Iterator, Mapping
 
 from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 
-from notify_transport import secrets
+from notify_transport import secrets, user_cache
 from notify_transport.pipeline import spark_home
 from notify_transport.pipeline.class_cache import ClassCache
 
@@ -116,10 +118,42 @@ def run_conf(backlog: int | None) -> dict[str, str]:
     return {}
 
 
+def jvm_log_path() -> Path:
+    """Where a command's driver JVM writes its own stderr when the user did not ask for it (no ``--debug``)."""
+    return user_cache.root() / "logs" / "spark-driver.log"
+
+
+@contextlib.contextmanager
+def stderr_of_children(path: Path | None) -> Iterator[None]:
+    """Processes started inside the block write their standard error to ``path`` (None: unchanged).
+
+    The driver JVM is such a process, and its own lines (the JVM's warnings,
+    log4j's start-up notes, Spark's and the Python workers' messages) follow
+    it there for its whole life; the file descriptor is redirected, so lines
+    printed by native code go there too. This process's stderr is back as it
+    was once the block ends.
+    """
+    if path is None:
+        yield
+        return
+    path.parent.mkdir(parents=True, exist_ok=True)
+    sys.stderr.flush()
+    target = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    saved = os.dup(2)
+    try:
+        os.dup2(target, 2)
+        yield
+    finally:
+        sys.stderr.flush()
+        os.dup2(saved, 2)
+        os.close(saved)
+        os.close(target)
+
+
 def build_session(master: str | None = None, app_name: str = "notify-transport-pipeline",
                   shuffle_partitions: int = 2, extra_conf: Mapping[str, str] | None = None,
                   log_level: str = "WARN", class_cache: bool = True, kafka_connector: bool = True,
-                  jvm_decoder: bool = True, quick_start: bool = False):
+                  jvm_decoder: bool = True, quick_start: bool = False, jvm_log: Path | None = None):
     """Return the pipeline's SparkSession (reusing a running one) with ``notify_kafka`` registered.
 
     ``class_cache``: a local driver JVM uses (or writes) the class-data-sharing
@@ -130,6 +164,8 @@ def build_session(master: str | None = None, app_name: str = "notify-transport-p
     compiled the first time when a JDK is there.
     ``quick_start``: the driver JVM compiles with C1 only (:data:`QUICK_START`), for
     a run known to be small (:func:`small_run`); a long or large run wants C2.
+    ``jvm_log``: the file the driver JVM's own stderr goes to (:func:`stderr_of_children`),
+    when this call starts it; None leaves it on this process's stderr.
     """
     from pyspark.sql import SparkSession
 
@@ -153,7 +189,8 @@ def build_session(master: str | None = None, app_name: str = "notify-transport-p
     builder = SparkSession.builder.appName(app_name).master(master)
     for key, value in conf.items():
         builder = builder.config(key, value)
-    spark = builder.getOrCreate()
+    with stderr_of_children(jvm_log):
+        spark = builder.getOrCreate()
     if cache is not None:
         # py4j gateway: the JVM's own pid, so a later run knows when its archive is complete
         jvm = spark.sparkContext._jvm  # noqa: SLF001

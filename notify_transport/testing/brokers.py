@@ -89,14 +89,23 @@ def broker_answers(bootstrap: str, timeout: float = 2.0) -> bool:
     return bool(probe_metadata(bootstrap, timeout).brokers)
 
 
+class ProbeLog(logging.LoggerAdapter):
+    """librdkafka's lines of a probe, every one at DEBUG: a refused connection is what a probe
+    of a starting or stopped broker expects, not news for whoever runs the launcher."""
+
+    def log(self, level: int, msg: object, *args: Any, **kwargs: Any) -> None:
+        super().log(logging.DEBUG, msg, *args, **kwargs)
+
+
 def probe_admin(bootstrap: str, timeout: float = 2.0) -> Any:
     """A cluster client for launchers asking about brokers that start and stop: it reconnects
-    quickly, waits ``timeout`` per question, and logs under this module's ``probe`` logger."""
+    quickly, waits ``timeout`` per question, and logs under this module's ``probe`` logger
+    (at DEBUG: :class:`ProbeLog`)."""
     from notify_transport.drivers.kafka import ClusterAdmin
 
     return ClusterAdmin({"bootstrap.servers": bootstrap, "reconnect.backoff.max.ms": 200,
                          "socket.connection.setup.timeout.ms": 1000},
-                        timeout=timeout, logger=logging.getLogger(f"{__name__}.probe"))
+                        timeout=timeout, logger=ProbeLog(logging.getLogger(f"{__name__}.probe"), {}))
 
 
 def probe_metadata(bootstrap: str, timeout: float = 2.0, topic: str | None = None,

@@ -239,7 +239,8 @@ def test_tail_pool_then_lag_shows_what_is_left(broker, unique_topic, transports,
     assert code == 1
     assert out.splitlines()[0].split() == ["audit", "stable", "1", "1", "0"]
     assert [line for line in err.splitlines() if "error:" in line] == [
-        "notify-transport: error: no such pool: nobody (no member and no committed offset)"]
+        "notify-transport: error: no such pool: nobody (no member and no committed offset); "
+        "try: 'notify-transport lag' without --pool lists the pools that committed"]
 
 
 # -- replay -------------------------------------------------------------------------------------

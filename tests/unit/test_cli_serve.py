@@ -20,13 +20,13 @@ from notify_transport.listeners import RegisteredEntry, describe
 def test_serve_needs_a_transport(monkeypatch, capsys) -> None:
     monkeypatch.delenv("NOTIFY_TRANSPORT_URL", raising=False)
     assert cli_main.main(["serve"]) == 2
-    assert "no notification transport configured" in capsys.readouterr().err
+    assert "no transport URL configured" in capsys.readouterr().err
 
 
 def test_an_unknown_name_lists_what_is_registered(capsys) -> None:
-    assert cli_main.main(["serve", "nosuch", "--transport-url", "fake://"]) == 2
+    assert cli_main.main(["serve", "nosuch", "--transport-url", "fake://"]) == 1  # not found
     err = capsys.readouterr().err
-    assert "No listener named 'nosuch' in entry point group notify_transport.listeners" in err
+    assert "no listener named 'nosuch' in entry point group notify_transport.listeners" in err
     assert "registered:" in err
 
 

@@ -67,6 +67,7 @@ function _devstack_record {
 
 # functions-common
 function echo_summary { echo "$@"; }
+function define_plugin { _devstack_record define_plugin "$@"; }
 function die {
     local line=$1
     shift
@@ -284,7 +285,9 @@ def test_sourcing_without_a_phase_does_nothing_but_define(tmp_path: Path) -> Non
                        "start_nt_serve install_kafka start_kafka stop_kafka cleanup_kafka",
                        {"KAFKA_DEST": str(tmp_path / "kafka")})
     assert len(run.stdout.split()) == 7
-    assert [c[0] for c in run.calls] == ["enable_service"]  # settings: enable_service kafka
+    # settings: define_plugin (devstack's plugin guide), enable_service kafka
+    assert [c[0] for c in run.calls] == ["define_plugin", "enable_service"]
+    assert run.called("define_plugin") == [["notify-transport"]]
     assert not (tmp_path / "kafka").exists()
 
 
@@ -738,9 +741,25 @@ def test_good_settings_pass(tmp_path: Path, env: dict[str, str]) -> None:
 
 @pytest.fixture
 def serve_env(tmp_path: Path) -> dict[str, str]:
+    """nt-serve enabled, with a notify-transport stand-in in the services' venv whose ``serve --list``
+    prints $NT_FAKE_LISTENERS and exits $NT_FAKE_LIST_STATUS."""
+    venv_bin = tmp_path / "venv" / "bin"
+    venv_bin.mkdir(parents=True)
+    write_fake_cli(venv_bin / "notify-transport", "exit 0")
     return {**DEVSTACK_ENV, "ENABLED_SERVICES": DEVSTACK_ENV["ENABLED_SERVICES"] + ",nt-serve",
             "KAFKA_EXTERNAL": "True", "NOTIFY_HOST": "kafka1", "NOTIFY_VHOST": "prod",
-            "NT_SERVE_CONF": str(tmp_path / "etc" / "serve.conf")}
+            "NT_SERVE_CONF": str(tmp_path / "etc" / "serve.conf"), "DEVSTACK_VENV": str(tmp_path / "venv"),
+            "NT_FAKE_LISTENERS": "billing"}
+
+
+def write_fake_cli(path: Path, serving: str) -> None:
+    """A notify-transport stand-in: ``serve --list`` as described in :func:`serve_env`, else ``serving``."""
+    path.write_text("#!/bin/bash\n"
+                    "if [[ \" $* \" == *\" --list \"* ]]; then\n"
+                    "    printf '%s\\n' \"$NT_FAKE_LISTENERS\"\n"
+                    "    exit ${NT_FAKE_LIST_STATUS:-0}\n"
+                    f"fi\n{serving}\n")
+    path.chmod(0o755)
 
 
 def serve_command(run: Run) -> list[str]:
@@ -764,8 +783,27 @@ def test_nt_serve_config_and_command(tmp_path: Path, serve_env: dict[str, str]) 
     assert (url.transport, url.virtual_host, url.hosts) == ("kafka", "prod", [TransportHost("kafka1", 9092)])
 
     run = run_devstack(tmp_path, env=serve_env, phase="stack extra")
-    assert serve_command(run) == ["/opt/stack/data/venv/bin/notify-transport", "serve",
+    assert serve_command(run) == [str(tmp_path / "venv" / "bin" / "notify-transport"), "serve",
                                   "--config-file", str(conf), "--workers", "2"]
+
+
+def test_nt_serve_with_no_listener_stops_the_extra_phase(tmp_path: Path, serve_env: dict[str, str]) -> None:
+    env = {**serve_env, "NT_FAKE_LISTENERS": "no listener registered in entry point group x"}
+    run_devstack(tmp_path, env=env, phase="stack post-config")
+    run = run_devstack(tmp_path, env=env, phase="stack extra", check=False)
+    assert run.returncode != 0 and not run.called("run_process")
+    assert "nt-serve has no listener to run" in run.stderr
+
+
+def test_nt_serve_with_a_broken_listener_stops_unless_skip_broken(tmp_path: Path,
+                                                                  serve_env: dict[str, str]) -> None:
+    env = {**serve_env, "NT_FAKE_LIST_STATUS": "1"}
+    run_devstack(tmp_path, env=env, phase="stack post-config")
+    run = run_devstack(tmp_path, env=env, phase="stack extra", check=False)
+    assert run.returncode != 0 and not run.called("run_process")
+    assert "nt-serve cannot start" in run.stderr
+    run = run_devstack(tmp_path, env={**env, "NT_SERVE_SKIP_BROKEN": "True"}, phase="stack extra")
+    assert run.called("run_process")
 
 
 def test_nt_serve_named_listeners_and_skip_broken(tmp_path: Path, serve_env: dict[str, str]) -> None:
@@ -773,7 +811,7 @@ def test_nt_serve_named_listeners_and_skip_broken(tmp_path: Path, serve_env: dic
            "NT_SERVE_WORKERS": "3"}
     run_devstack(tmp_path, env=env, phase="stack post-config")
     run = run_devstack(tmp_path, env=env, phase="stack extra")
-    assert serve_command(run) == ["/opt/stack/data/venv/bin/notify-transport", "serve", "billing",
+    assert serve_command(run) == [str(tmp_path / "venv" / "bin" / "notify-transport"), "serve", "billing",
                                   "audit", "--config-file", str(tmp_path / "etc" / "serve.conf"),
                                   "--workers", "3", "--skip-broken"]
 
@@ -805,7 +843,7 @@ def test_nt_serve_stop_and_clean(tmp_path: Path, serve_env: dict[str, str]) -> N
     run = run_devstack(tmp_path, env=serve_env, phase="unstack")
     assert run.called("stop_process") == [["nt-serve"]]
     run_devstack(tmp_path, env=serve_env, phase="clean")
-    assert not (tmp_path / "etc" / "serve.conf").exists()
+    assert not (tmp_path / "etc").exists()  # the folder too, once empty
 
 
 def test_nt_serve_not_enabled_does_nothing(tmp_path: Path, serve_env: dict[str, str]) -> None:
@@ -819,12 +857,10 @@ def test_nt_serve_not_enabled_does_nothing(tmp_path: Path, serve_env: dict[str, 
 def test_nt_serve_runs_and_stops_with_sigterm(tmp_path: Path, serve_env: dict[str, str]) -> None:
     """The command run_process gets runs (a notify-transport stand-in records its argv)."""
     venv_bin = tmp_path / "venv" / "bin"
-    venv_bin.mkdir(parents=True)
     record = tmp_path / "argv.txt"
-    fake = venv_bin / "notify-transport"
-    fake.write_text(f"#!/bin/bash\nprintf '%s\\n' \"$@\" >{record}.tmp\nmv {record}.tmp {record}\n"
-                    "trap 'exit 0' TERM\nwhile :; do sleep 0.1; done\n")
-    fake.chmod(0o755)
+    write_fake_cli(venv_bin / "notify-transport",
+                   f"printf '%s\\n' \"$@\" >{record}.tmp\nmv {record}.tmp {record}\n"
+                   "trap 'exit 0' TERM\nwhile :; do sleep 0.1; done")
     procs = tmp_path / "procs"
     procs.mkdir()
     env = {**serve_env, "DEVSTACK_VENV": str(tmp_path / "venv"), "RUN_PROCESS_DIR": str(procs),
@@ -1304,12 +1340,11 @@ def kafka_pid(tmp_path: Path) -> int:
 def test_stack_unstack_clean_lifecycle(kafka_env: dict[str, str], tmp_path: Path) -> None:
     dest, data = tmp_path / "dest", tmp_path / "data"
     run_phase(kafka_env, "stack pre-install")
+    # the broker starts in the install phase: stack.sh starts keystone, which notifies, before post-config
     run = run_phase(kafka_env, "stack install")
     assert run.called("setup_develop") == [[str(ROOT), ""]]
     assert (tmp_path / "files" / "kafka_2.13-3.9.1.tgz").is_file()
     assert (dest / "kafka").resolve() == dest / "kafka_2.13-3.9.1"
-
-    run = run_phase(kafka_env, "stack post-config")
     assert "Starting Kafka" in run.stdout
     assert run.called("run_process") == [["kafka", str(dest / "bin" / "kafka-broker")]]
     pid = kafka_pid(tmp_path)
@@ -1339,7 +1374,8 @@ def test_stack_unstack_clean_lifecycle(kafka_env: dict[str, str], tmp_path: Path
     assert run.called("stop_process") == [["kafka"]]
     assert wait_gone(pid)
 
-    run_phase(kafka_env, "stack post-config")  # a restart keeps the cluster id and the data
+    assert not run_phase(kafka_env, "stack post-config").called("run_process")
+    run_phase(kafka_env, "stack install")  # a restart keeps the cluster id and the data
     pid2 = kafka_pid(tmp_path)
     assert pid2 != pid and pid_alive(pid2)
     calls = (dest / "kafka_2.13-3.9.1" / "storage-calls.log").read_text().splitlines()
@@ -1384,9 +1420,12 @@ def test_checksum_mismatch_stops_the_install(kafka_env: dict[str, str]) -> None:
 def test_broker_that_exits_is_reported(kafka_env: dict[str, str], tmp_path: Path) -> None:
     env = {**kafka_env, "KAFKA_START_TIMEOUT": "3"}
     run_phase(env, "stack install")
+    pid = kafka_pid(tmp_path)
+    run_phase(env, "unstack")
+    assert wait_gone(pid)
     start = tmp_path / "dest" / "kafka" / "bin" / "kafka-server-start.sh"
     start.write_text("#!/bin/bash\necho 'broker failed: bad config' >&2\nexit 1\n")
-    proc = run_phase(env, "stack post-config", check=False)
+    proc = run_phase(env, "stack install", check=False)
     assert proc.returncode != 0
     port = kafka_env["NOTIFY_PORT"]
     assert f"Kafka does not accept connections on 127.0.0.1:{port} after 3s" in proc.stderr

@@ -11,6 +11,7 @@ import json
 import re
 from typing import Any
 
+from notify_transport.cli import contract
 from notify_transport.cli.formatting import HelpFormatter
 from notify_transport import times
 from notify_transport.drivers.naming import PRIORITIES
@@ -93,7 +94,7 @@ def json_value(text: str) -> Any:
             with open(path, encoding="utf-8") as handle:
                 text = handle.read()
         except OSError as exc:
-            raise argparse.ArgumentTypeError(f"cannot read {path}: {exc.strerror}") from None
+            raise contract.ArgumentKindError(contract.MISSING_FILE, f"cannot read {path}: {exc.strerror}") from None
         source = f"JSON in {path}"
     try:
         return json.loads(text)

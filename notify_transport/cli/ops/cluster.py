@@ -13,9 +13,9 @@ from typing import Iterator, Sequence
 
 from oslo_config import cfg
 
-from notify_transport.cli.common import configured_url, load_conf
+from notify_transport.cli.common import load_conf, required_url
 from notify_transport.drivers.kafka import ClusterAdmin, KafkaDriver, admin_config
-from notify_transport.exceptions import ConfigurationError, DriverLoadFailure, InvalidTarget
+from notify_transport.exceptions import ConfigurationError, InvalidTarget
 from notify_transport.target import Target
 from notify_transport.transport import NotificationTransport, get_notification_transport
 
@@ -69,15 +69,7 @@ def open_transport(args: argparse.Namespace,
     """A notification transport from --transport-url, --config-file or $NOTIFY_TRANSPORT_URL
     (``conf``: already loaded, with overrides of the command)."""
     conf = conf if conf is not None else load_conf(args)
-    url = configured_url(args, conf)
-    if not url:
-        raise ConfigurationError("no transport URL: give --transport-url, a --config-file with "
-                                 "[oslo_messaging_notifications] transport_url, or set "
-                                 "NOTIFY_TRANSPORT_URL")
-    try:
-        transport = get_notification_transport(conf, url)
-    except DriverLoadFailure as exc:  # an unknown scheme is a usage error, not an outage
-        raise ConfigurationError(str(exc)) from None
+    transport = get_notification_transport(conf, required_url(args, conf))
     try:
         yield transport
     finally:

@@ -9,6 +9,7 @@ from notify_transport.cli.ops import args as cli_args
 from notify_transport.drivers.kafka import NO_OFFSET, GroupInfo, Member, Partition, topic_name
 from notify_transport.cli.ops.cluster import KafkaCluster, default_topics, open_cluster
 from notify_transport.cli.ops.output import EXIT_OK, emit, fail, failures_exit_1, warn
+from notify_transport.cli.contract import NOT_FOUND, TOPICS_HINT
 from notify_transport.cli.ops.topic_kinds import DEAD_LETTER, NOTIFICATION, templates
 from notify_transport.drivers.naming import PRIORITIES
 from notify_transport.exceptions import ConfigurationError
@@ -120,10 +121,11 @@ def run(args: argparse.Namespace) -> int:
         topics = cluster.notification_topics(default_topics(args), priorities)
         partitions, missing = cluster.partitions_of(topics)
         if not partitions:
-            return fail(f"none of the topics {', '.join(topics)} exists")
+            return fail(f"none of the topics {', '.join(topics)} exists", NOT_FOUND, TOPICS_HINT)
         pools = list(dict.fromkeys(args.pool)) if args.pool else _pools_reading(cluster, partitions)
         if not pools:
-            return fail(f"no pool has committed offsets on {', '.join(sorted({t for t, _ in partitions}))}")
+            return fail(f"no pool has committed offsets on {', '.join(sorted({t for t, _ in partitions}))}",
+                        NOT_FOUND, "a pool shows here once its listeners commit; name one with --pool")
         result, unknown = [], []
         for pool in pools:
             info = cluster.describe_pool(pool)
@@ -143,7 +145,8 @@ def run(args: argparse.Namespace) -> int:
     if missing and (args.topic or args.priority) and args.output_format != "json":
         warn(f"{len(missing)} topic(s) do not exist: {', '.join(missing)}")
     if unknown:
-        return fail(f"no such pool: {', '.join(unknown)} (no member and no committed offset)")
+        return fail(f"no such pool: {', '.join(unknown)} (no member and no committed offset)", NOT_FOUND,
+                    "'notify-transport lag' without --pool lists the pools that committed")
     return EXIT_OK
 
 

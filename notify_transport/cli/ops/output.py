@@ -14,8 +14,10 @@ from typing import Any, Callable, Sequence, TextIO
 
 from tqdm import tqdm
 
+from notify_transport.cli import contract
 from notify_transport.drivers.kafka import ClusterError
-EXIT_OK, EXIT_FAILURE = 0, 1
+
+EXIT_OK, EXIT_FAILURE = contract.OK_STATUS, contract.FAILED.status
 
 
 def emit(args: Any, headers: Sequence[str], rows: Sequence[Sequence[Any]], document: Any = None) -> None:
@@ -40,10 +42,11 @@ def warn(message: str) -> None:
     print(f"notify-transport: warning: {message}", file=sys.stderr)
 
 
-def fail(message: str) -> int:
-    """Print an error on stderr and return the failure exit status."""
-    print(f"notify-transport: error: {message}", file=sys.stderr)
-    return EXIT_FAILURE
+def fail(message: str, kind: contract.Kind = contract.FAILED, next_step: str | None = None,
+         command: str = "") -> int:
+    """Report an error as the contract's one line (:mod:`~notify_transport.cli.contract`) and
+    return its exit status (1 for a failure)."""
+    return contract.fail(kind, message, next_step, command)
 
 
 def failures_exit_1(run: Callable[..., int]) -> Callable[..., int]:

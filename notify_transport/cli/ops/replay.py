@@ -10,6 +10,7 @@ from notify_transport.cli.ops import args as cli_args
 from notify_transport.drivers.kafka import NO_OFFSET, Partition
 from notify_transport.cli.ops.cluster import default_topics, open_cluster
 from notify_transport.cli.ops.output import EXIT_OK, Progress, emit, fail, failures_exit_1, warn
+from notify_transport.cli.contract import NOT_FOUND, TOPICS_HINT
 from notify_transport.times import TIME_HELP, format_time, to_millis
 from notify_transport.drivers.naming import PRIORITIES
 
@@ -30,8 +31,11 @@ many notifications the pool receives again) unless --execute is given.
 Topics are TOPIC.PRIORITY plus .VHOST when the transport URL has a vhost, as the
 Kafka driver names them.
 
-exit status: 0 planned (or done with --execute), 1 refused or failed, 2 bad
-input or configuration, 3 brokers unreachable"""
+A pool that has never joined nor committed is refused (a misspelt name would
+create a new consumer group) unless --new-pool.
+
+exit status: 0 planned (or done with --execute), 1 refused or failed, or no
+such pool or topic, 2 bad input or configuration, 3 broker unreachable"""
 
 EXAMPLES = """\
   notify-transport replay --transport-url kafka://127.0.0.1:9092/prod --pool ceilometer --to-time -1h
@@ -67,6 +71,10 @@ def add_parser(sub: Any) -> None:
                      help="print the plan and change nothing: what replay does without --execute")
     p.add_argument("--force", action="store_true",
                    help="with --execute: move the offsets even while the pool has members")
+    p.add_argument("--new-pool", action="store_true",
+                   help="place a pool that has never joined nor committed (its listeners then start "
+                        "from the new offsets); without it an unknown pool is refused, so that a "
+                        "misspelt name does not create a consumer group")
     p.set_defaults(func=run)
 
 
@@ -136,10 +144,15 @@ def run(args: argparse.Namespace) -> int:
             partitions = [tp for tp in partitions if tp[1] in wanted]
         if not partitions:
             return fail(f"no partition to move: none of the topics {', '.join(topics)} exists"
-                        + (f" with partition(s) {', '.join(map(str, args.partition))}" if args.partition else ""))
+                        + (f" with partition(s) {', '.join(map(str, args.partition))}" if args.partition else ""),
+                        NOT_FOUND, TOPICS_HINT)
         progress = Progress(f"replay {args.pool}: resolved the offsets of", len(partitions), rate=False)
         info = cluster.describe_pool(args.pool)
         committed = cluster.committed(args.pool, partitions)
+        if info.unknown and not args.new_pool and not any(o >= 0 for o in cluster.committed(args.pool).values()):
+            return fail(f"no such pool: {args.pool!r} (no member and no committed offset)", NOT_FOUND,
+                        "'notify-transport lag' lists the pools; --new-pool places a pool before its "
+                        "listeners first start")
         marks = cluster.watermarks(partitions)
         if args.to_time is not None:
             targets = cluster.offsets_for_time(partitions, to_millis(args.to_time))

@@ -32,8 +32,8 @@ fails is logged with its cause; the command then exits 1.
 confirmations (with rabbit://, each connection attempt is bounded by it too).
 
 exit status: 0 all confirmed, 1 some failed or were not confirmed within
---timeout, 2 bad input or configuration, 3 Kafka brokers unreachable (checked
-before sending; with rabbit:// an unreachable broker shows as unconfirmed: 1)"""
+--timeout, 2 bad input or configuration (refused credentials too), 3 broker
+unreachable within --connect-timeout (checked before sending)"""
 
 EXAMPLES = """\
   notify-transport send --transport-url kafka://127.0.0.1:9092/prod \\
@@ -124,9 +124,10 @@ def _run(args: argparse.Namespace) -> int:
             cluster = KafkaCluster(transport, min(args.connect_timeout, args.timeout))
             try:
                 kafka_topics = cluster.notification_topics(topics, [args.priority])
-                cluster.topic_partitions()  # brokers unreachable -> exit 3 before sending
             finally:
                 cluster.close()
+        # a broker that does not answer, or refuses the login, is said before anything is sent
+        transport.check_connection(min(args.connect_timeout, args.timeout))
         publisher_id = args.publisher_id or f"notify-transport.{socket.gethostname()}"
         notifier = Notifier(transport, publisher_id=publisher_id, driver=args.driver,
                             topics=topics, retry=args.retry)

@@ -14,6 +14,7 @@ from notify_transport.cli.ops import args as cli_args
 from notify_transport.cli.ops.cluster import KafkaCluster, default_topics, open_cluster
 from notify_transport.cli.ops.follow import BATCH, SLICE, Follower, Received
 from notify_transport.cli.ops.output import EXIT_OK, fail, failures_exit_1
+from notify_transport.cli.contract import NOT_FOUND, TOPICS_HINT
 from notify_transport.cli.ops.start import HELP as START_HELP, LATEST, Start, parse_start
 from notify_transport.times import format_time
 from notify_transport.drivers.naming import PRIORITIES
@@ -191,7 +192,8 @@ def run(args: argparse.Namespace) -> int:
         source = (_pool_source(cluster, args, topics, priorities, tally) if args.pool
                   else _reader_source(cluster, args, topics))
         if source is None:
-            return fail(f"none of the topics {', '.join(topics)} exists; nothing to read")
+            return fail(f"none of the topics {', '.join(topics)} exists; nothing to read", NOT_FOUND,
+                        TOPICS_HINT)
         return _follow(source, selector, args, cluster.vhost, tally)
 
 

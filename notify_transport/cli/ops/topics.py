@@ -9,6 +9,7 @@ from typing import Any, Mapping, Sequence
 from notify_transport.cli.ops import args as cli_args
 from notify_transport.cli.ops.cluster import open_cluster
 from notify_transport.cli.ops.output import EXIT_OK, emit, fail, failures_exit_1
+from notify_transport.cli.contract import NOT_FOUND
 from notify_transport.cli.ops.topic_kinds import DEAD_LETTER, NOTIFICATION, OTHER, RETRY, TopicNamer
 
 DESCRIPTION = """\
@@ -109,7 +110,8 @@ def run(args: argparse.Namespace) -> int:
     other = [dataclasses.replace(r, messages=sizes.get(r.kafka_topic, 0)) for r in other]
     if not shown:
         what = f" on vhost {args.vhost!r}" if args.vhost is not None else ""
-        return fail(f"no notification topic{what} in the cluster")
+        return fail(f"no notification topic{what} in the cluster", NOT_FOUND,
+                    "send one with 'notify-transport send --event-type test.ping', or check the URL")
     order = sorted(by_vhost, key=lambda v: (v is not None, v or ""))
     document = {"vhosts": [{"vhost": v, "topics": [dataclasses.asdict(r) for r in by_vhost[v]]} for v in order],
                 "other": [dataclasses.asdict(r) for r in other]}

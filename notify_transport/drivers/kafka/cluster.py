@@ -20,7 +20,7 @@ from confluent_kafka.admin import AdminClient, NewTopic, OffsetSpec
 from notify_transport.drivers import threads
 from notify_transport.drivers.kafka.client_properties import RDKAFKA_LOG
 from notify_transport.drivers.kafka.partitions import Partition, partitions_in
-from notify_transport.exceptions import MessagingException
+from notify_transport.exceptions import AccessDenied, BrokerUnreachable, MessagingException
 
 LOG = logging.getLogger(__name__)
 
@@ -33,6 +33,10 @@ UNREACHABLE = frozenset(getattr(KafkaError, name) for name in (
     "COORDINATOR_NOT_AVAILABLE", "_WAIT_COORD") if hasattr(KafkaError, name))
 #: Group states in which no consumer is a member.
 IDLE_GROUP_STATES = frozenset({"empty", "dead"})
+
+#: Error codes that mean the cluster answered and refused the client's credentials.
+REFUSED_CREDENTIALS = frozenset(getattr(KafkaError, name) for name in (
+    "_AUTHENTICATION", "SASL_AUTHENTICATION_FAILED") if hasattr(KafkaError, name))
 
 _NOT_ALLOWED = (KafkaError.TOPIC_AUTHORIZATION_FAILED, KafkaError.CLUSTER_AUTHORIZATION_FAILED)
 #: How much longer than its own timeouts an admin request may take to answer.
@@ -52,8 +56,8 @@ def _result(future: Any, timeout: float) -> Any:
     return future.result(timeout=0)
 
 
-class ClusterUnavailable(MessagingException):
-    """The brokers did not answer in time (the CLI's exit status 3)."""
+class ClusterUnavailable(BrokerUnreachable):
+    """The Kafka brokers did not answer in time (the CLI's exit status 3)."""
 
 
 class ClusterError(Exception):
@@ -102,7 +106,7 @@ class ClusterAdmin:
     """
 
     def __init__(self, config: dict[str, Any], partitions: int = 1, replication_factor: int = 1,
-                 timeout: float = 10.0, logger: logging.Logger = RDKAFKA_LOG) -> None:
+                 timeout: float = 10.0, logger: "logging.Logger | logging.LoggerAdapter[Any]" = RDKAFKA_LOG) -> None:
         self._config = dict(config)
         self.partitions = partitions
         self.replication_factor = replication_factor
@@ -137,14 +141,21 @@ class ClusterAdmin:
             return
         self.last_error = err
 
-    def _unreachable(self, what: str, err: KafkaError) -> ClusterUnavailable:
+    def _unreachable(self, what: str, err: KafkaError) -> MessagingException:
         """The error for a request that got no answer in time, with why when the client knows:
         the request's own error says only that it timed out, while the reason (a refused
-        password, a TLS handshake) is the client's last error, served by a poll first."""
+        password, a TLS handshake) is the client's last error, served by a poll first.
+
+        A refused login is :class:`AccessDenied`, not an outage: waiting longer does not help.
+        """
         try:
             self.client().poll(0)
         except (KafkaException, RuntimeError):
             pass
+        last = self.last_error
+        if last is not None and last.code() in REFUSED_CREDENTIALS:
+            return AccessDenied(f"The Kafka cluster at {self.bootstrap} refused the client's "
+                                f"credentials ({last.name()}: {last.str()})")
         return ClusterUnavailable(f"Cannot reach the Kafka cluster at {self.bootstrap} within {self.timeout:g}s "
                                   f"({what}: {err.str()}){self._last_error_text()}")
 

@@ -107,6 +107,16 @@ class KafkaDriver(BaseDriver):
     def delivery_stats(self) -> dict[str, int]:
         return self._producer.stats()
 
+    def check_connection(self, timeout: float) -> None:
+        """Ask the cluster for its topics with a client of its own, bounded by ``timeout``."""
+        config = client_properties.admin_config(self.url, self.opts)
+        config["socket.connection.setup.timeout.ms"] = max(1000, int(timeout * 1000))
+        admin = ClusterAdmin(config, timeout=timeout)
+        try:
+            admin.existing_topics()
+        finally:
+            admin.close()
+
     def kafka_topics(self, targets_and_priorities: Iterable[tuple[Target, str | None]]) -> list[str]:
         """The Kafka topics a listener on these pairs subscribes to, in order, without repeats."""
         topics: list[str] = []

@@ -27,7 +27,8 @@ from notify_transport.drivers.rabbit.publisher import Publisher
 from notify_transport.drivers.rabbit.rpc import Replier, ReplyRouter, RpcListener, RpcSender
 from notify_transport.drivers.rabbit.settings import RabbitSettings
 from notify_transport.drivers.rabbit.topology import Topology
-from notify_transport.exceptions import ConfigurationError, MessageDeliveryFailure, MessagingTimeout
+from notify_transport.exceptions import (BrokerUnreachable, ConfigurationError, MessageDeliveryFailure,
+                                         MessagingTimeout)
 from notify_transport.target import Target
 
 LOG = logging.getLogger(__name__)
@@ -174,6 +175,15 @@ class RabbitDriver(BaseDriver):
         sender = self._notifications
         return sender.stats() if sender is not None else {"sent": 0, "delivered": 0, "failed": 0,
                                                           "pending": 0}
+
+    def check_connection(self, timeout: float) -> None:
+        """Open the sending connection (kept for the sends that follow), bounded by ``timeout``."""
+        conn, _publisher = self._sending()
+        conn.start()
+        if not conn.wait_open(timeout):
+            hosts = ", ".join(self.url.bootstrap_servers(5672))
+            raise BrokerUnreachable(f"Cannot reach RabbitMQ at {hosts} within {timeout:g}s"
+                                    + (f"; last error: {conn.last_error}" if conn.last_error else ""))
 
     def cleanup(self) -> None:
         """Wait (bounded) for unconfirmed notifications, delete the reply queue, close connections."""
