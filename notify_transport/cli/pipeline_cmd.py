@@ -196,6 +196,13 @@ def _run(args: argparse.Namespace) -> int:
         source_format=args.source, starting_offsets=args.starting_offsets,
         max_per_trigger=args.max_records_per_trigger,
         fail_on_data_loss=not args.no_fail_on_data_loss)
+    if "://" not in output:  # the report names the cluster and the subscription of a local output
+        from notify_transport.pipeline.report import write_source
+
+        write_source(output, settings.describe()["url"],
+                     {"topics": list(subscription.base_topics), "priorities": list(subscription.priorities),
+                      "vhost": subscription.vhost, "all_vhosts": subscription.all_vhosts,
+                      "kafka_topics": list(subscription.kafka_topics)})
     if not args.once:  # a continuous run reads for as long as it runs: no size to know
         return _run_spark(args, settings, subscription, config, None)
     kafka_config = settings.librdkafka_config()

@@ -7,9 +7,23 @@ counts, small) whole; from the archive only the partition columns and from
 the errors only their coordinates, never the notifications themselves.
 
 Everything on the page covers the same period, the whole of the
-statistics: the overview per hour (or per day for long periods), the top
-event types and publishers, the delays (p50 and p95, in human units) and the
-archive per date. The per-window table is collapsed.
+statistics: the overview per time bucket (sized to the period, from a
+minute to a day: :func:`period_bucket`), the top event types and
+publishers, the delays (p50 and p95, in human units) and the archive per
+date. The per-window table is collapsed.
+
+The page is one file: each chart is a PNG inside it (a ``data:`` URI), so
+``index.html`` mailed alone keeps them. A chart is drawn from the same frame
+as the table beside it, and its series are also on its ``<figure>``
+(``data-series``), so that a program can check that they agree.
+
+A notification stamped after its broker time (the sender's clock ahead of
+the broker's) has a negative delay: such delays count as zero in every
+percentile, and the page says how many there were (``skewed``).
+
+The page names its source: the cluster and subscription of the run
+(``source.json``, written by ``pipeline run`` beside the outputs) and the
+vhosts and topics the archive holds.
 
 Every number in a table cell carries ``data-table``, ``data-key`` and
 ``data-metric`` attributes, with the exact value in ``data-value``, so the
@@ -17,10 +31,14 @@ page can be checked by a program as well as read.
 """
 from __future__ import annotations
 
+import base64
 import datetime
+import io
+import json
 import logging
 import os
 from pathlib import Path
+from typing import Any
 
 from notify_transport.pipeline import delays
 from notify_transport.times import human_duration
@@ -32,8 +50,16 @@ LOG = logging.getLogger(__name__)
 
 TOP_N = 15
 ERROR_SAMPLE = 50
-#: periods longer than this are shown per day instead of per hour
-HOURLY_UP_TO = datetime.timedelta(days=7)
+#: the buckets of the per-period chart and table, smallest first: the smallest that gives at most
+#: MAX_BUCKETS bars (and is no shorter than a statistics window) is taken
+BUCKETS = [(datetime.timedelta(minutes=1), "minute", "min"), (datetime.timedelta(minutes=5), "5 minutes", "5min"),
+           (datetime.timedelta(minutes=15), "15 minutes", "15min"), (datetime.timedelta(hours=1), "hour", "h"),
+           (datetime.timedelta(hours=6), "6 hours", "6h"), (datetime.timedelta(days=1), "day", "D")]
+MAX_BUCKETS = 60
+#: how a bucket is named in the per-period table's keys and in the charts' ``data-series``
+PERIOD_KEY = "%Y-%m-%d %H:%M"
+#: where ``pipeline run`` says what it read, beside the outputs
+SOURCE_FILE = "source.json"
 #: delay axis ticks, in seconds: units people think in
 HUMAN_TICKS = [0.001, 0.01, 0.1, 1, 10, 60, 600, 3600, 6 * 3600, 86400, 7 * 86400, 30 * 86400]
 PRIORITY_ORDER = ["AUDIT", "DEBUG", "INFO", "SAMPLE", "WARN", "WARNING", "ERROR", "CRITICAL"]
@@ -119,21 +145,57 @@ def load_errors(path: str | os.PathLike):
 
 # -- the report's numbers ----------------------------------------------------------------------
 
+def period_bucket(first: Any, last: Any, window: Any = None) -> tuple[str, str]:
+    """The bucket of the per-period chart and table for a period: (its name, its pandas frequency).
+
+    The smallest of :data:`BUCKETS` that is no shorter than a statistics window
+    and cuts the period into at most :data:`MAX_BUCKETS` pieces (a day when none does).
+    """
+    span = (last - first) if first is not None and last is not None else datetime.timedelta(0)
+    for length, name, freq in BUCKETS:
+        if window is not None and length < window:
+            continue
+        if span / length <= MAX_BUCKETS:
+            return name, freq
+    return BUCKETS[-1][1], BUCKETS[-1][2]
+
+
+def without_skew(partials):
+    """``partials`` with negative delays counted as zero, and how many notifications had one.
+
+    A negative delay is a notification stamped after the broker received it:
+    the sender's clock runs ahead of the broker's. It says nothing about how
+    long delivery took, so it is counted and shown, and taken as zero.
+    """
+    if partials.empty or "delay_bucket" not in partials:
+        return partials, 0
+    negative = partials["delay_bucket"].notna() & (partials["delay_min"] < 0)
+    skewed = int(partials.loc[negative & (partials["delay_max"] < 0), "count"].sum())
+    fixed = partials.copy()
+    below = fixed["delay_bucket"].notna() & (fixed["delay_bucket"] < 0)
+    fixed.loc[below, "delay_bucket"] = 0
+    fixed.loc[negative, "delay_min"] = 0.0
+    fixed.loc[fixed["delay_max"] < 0, "delay_max"] = 0.0
+    return fixed, skewed
+
+
 class ReportData:
     """Every table and chart series of the page, over the whole period of the statistics."""
 
-    def __init__(self, partials, archive, errors) -> None:
+    def __init__(self, partials, archive, errors, source: dict[str, Any] | None = None) -> None:
+        partials, self.skewed = without_skew(partials)
         self.partials = partials
         self.archive = archive
         self.errors = errors
+        self.source = source or {}
         on_time = partials[~partials["late"].astype(bool)] if len(partials) else partials
         self.late = int(partials.loc[partials["late"].astype(bool), "count"].sum()) if len(partials) else 0
         self.windows = summarize(partials, ["window_start", "window_end"]).sort_values("window_start")
         starts = self.windows["window_start"]
         self.first = starts.min() if len(starts) else None
         self.last = self.windows["window_end"].max() if len(starts) else None
-        self.unit = "hour" if self.first is None or self.last - self.first <= HOURLY_UP_TO else "day"
-        floor = "h" if self.unit == "hour" else "D"
+        window = (self.windows["window_end"] - self.windows["window_start"]).max() if len(starts) else None
+        self.unit, floor = period_bucket(self.first, self.last, window)
         periods = on_time.assign(period=on_time["window_start"].dt.floor(floor) if len(on_time) else [])
         self.periods = summarize(periods, ["period"]).sort_values("period")
         self.by_priority_period = (periods.pivot_table(index="period", columns="priority", values="count",
@@ -156,7 +218,12 @@ class ReportData:
 
 # -- charts ------------------------------------------------------------------------------------
 
-def _charts(data: ReportData, out: Path) -> list[dict]:
+def _series(values) -> list[float | None]:
+    """A chart series as the page keeps it in ``data-series``: floats, None where there is no value."""
+    return [None if v != v else float(v) for v in values]
+
+
+def _charts(data: ReportData) -> list[dict]:
     import matplotlib
 
     matplotlib.use("Agg")
@@ -167,14 +234,17 @@ def _charts(data: ReportData, out: Path) -> list[dict]:
     if data.by_priority_period is None or data.by_priority_period.empty:
         return charts
 
-    def save(fig, name: str, title: str) -> None:
+    def save(fig, name: str, title: str, series: dict[str, Any] | None = None) -> None:
         fig.tight_layout()
-        fig.savefig(out / name, dpi=90)
+        png = io.BytesIO()
+        fig.savefig(png, format="png", dpi=90)
         plt.close(fig)
-        charts.append({"file": name, "title": title})
+        charts.append({"file": name, "title": title,
+                       "src": "data:image/png;base64," + base64.b64encode(png.getvalue()).decode("ascii"),
+                       "series": json.dumps(series or {}, sort_keys=True)})
 
     def period_label(ts) -> str:
-        return ts.strftime("%m-%d %H:%M" if data.unit == "hour" else "%Y-%m-%d")
+        return ts.strftime("%Y-%m-%d" if data.unit == "day" else "%m-%d %H:%M")
 
     volume = data.by_priority_period
     volume = volume[[p for p in PRIORITY_ORDER if p in volume] + [p for p in volume if p not in PRIORITY_ORDER]]
@@ -201,27 +271,34 @@ def _charts(data: ReportData, out: Path) -> list[dict]:
     handles2, labels2 = twin.get_legend_handles_labels()
     ax.legend(handles + handles2, labels + labels2, fontsize=8, loc="lower left", bbox_to_anchor=(0, 1.0),
               ncol=len(labels) + 1, frameon=False)
-    save(fig, "overview.png", f"Notifications per {data.unit} by priority, and the error rate")
+    save(fig, "overview.png", f"Notifications per {data.unit} by priority, and the error rate",
+         {"period": [ts.strftime(PERIOD_KEY) for ts in volume.index],
+          "count": _series(volume.sum(axis=1).to_numpy())})
 
     delays_frame = data.periods.dropna(subset=["delay_p50"])
     if len(delays_frame):
         fig, ax = plt.subplots(figsize=(10, 3.4))
         index = {ts: i for i, ts in enumerate(volume.index)}
         x = [index.get(ts, 0) for ts in delays_frame["period"]]
-        ax.plot(x, delays_frame["delay_p95"].clip(lower=0.001), marker="o", markersize=3, label="p95",
-                color="#c44e52")
-        ax.plot(x, delays_frame["delay_p50"].clip(lower=0.001), marker="o", markersize=3, label="p50",
-                color="#4c72b0")
-        ax.set_yscale("log")  # p95 may be hours while p50 is seconds: both stay readable
-        ax.yaxis.set_major_locator(FixedLocator(HUMAN_TICKS))
+        # the table's values as they are: no floor; below a millisecond the scale is linear (zero shows
+        # as zero), above it logarithmic, so that a p95 of hours and a p50 of seconds both stay readable
+        p50, p95 = delays_frame["delay_p50"].to_numpy(), delays_frame["delay_p95"].to_numpy()
+        ax.plot(x, p95, marker="o", markersize=3, label="p95", color="#c44e52")
+        ax.plot(x, p50, marker="o", markersize=3, label="p50", color="#4c72b0")
+        ax.set_yscale("symlog", linthresh=HUMAN_TICKS[0])
+        top = max(float(max(p95.max(), p50.max())), HUMAN_TICKS[0])
+        ax.set_ylim(bottom=0, top=top * 1.5)
+        ax.yaxis.set_major_locator(FixedLocator([0.0] + [t for t in HUMAN_TICKS if t <= top * 1.5]))
         ax.yaxis.set_minor_locator(NullLocator())
         ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _pos: human_duration(v)))
-        ax.set_ylabel("delay (log scale)")
+        ax.set_ylabel("delay (log scale above 1 ms)")
         ax.set_xticks(*ticks)
         ax.tick_params(axis="x", labelrotation=45, labelsize=7)
         ax.legend(fontsize=8)
         ax.grid(True, which="major", alpha=0.3)
-        save(fig, "delays.png", f"Delay from notification to broker per {data.unit}: p50 and p95")
+        save(fig, "delays.png", f"Delay from notification to broker per {data.unit}: p50 and p95",
+             {"period": [ts.strftime(PERIOD_KEY) for ts in delays_frame["period"]], "delay_p50": _series(p50),
+              "delay_p95": _series(p95)})
 
     for frame, column, name, title in (
             (data.event_types, "event_type", "event_types.png", "Top event types, whole period"),
@@ -253,9 +330,48 @@ def _label(value) -> str:
 
 # -- page --------------------------------------------------------------------------------------
 
+def archive_origins(path: str | os.PathLike) -> dict[str, list[str]]:
+    """The vhosts and Kafka topics the archive's notifications came from (two columns, distinct)."""
+    dataset = _dataset(Path(path), "hive")
+    found: dict[str, list[str]] = {"vhosts": [], "topics": []}
+    if dataset is None:
+        return found
+    for column, key in (("vhost", "vhosts"), ("topic", "topics")):
+        if column in dataset.schema.names:
+            values = dataset.to_table(columns=[column]).column(column).unique().to_pylist()
+            found[key] = sorted(v for v in values if v)
+    return found
+
+
+def load_source(output: Path) -> dict[str, Any]:
+    """What the runs read (``source.json``: cluster, subscription) and what the archive holds."""
+    source: dict[str, Any] = {}
+    try:
+        source.update(json.loads((output / SOURCE_FILE).read_text(encoding="utf-8")))
+    except FileNotFoundError:
+        pass
+    except ValueError:
+        LOG.warning("%s is not JSON: the report does not name the cluster", output / SOURCE_FILE)
+    source.update(archive_origins(output / "archive"))
+    return source
+
+
+def write_source(output: str | os.PathLike, cluster: str, subscription: dict[str, Any]) -> None:
+    """Say, beside a local run's outputs, which cluster and topics it read (the report names them).
+
+    ``cluster`` must be safe to show: a URL without its password.
+    """
+    path = Path(output) / SOURCE_FILE
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{SOURCE_FILE}.tmp")
+    tmp.write_text(json.dumps({"cluster": cluster, "subscription": subscription}, sort_keys=True, indent=1),
+                   encoding="utf-8")
+    tmp.replace(path)
+
+
 def build_report(output: str | os.PathLike, report_dir: str | os.PathLike | None = None,
                  title: str = "Notification bus report") -> Path:
-    """Write ``index.html`` and its PNG charts; return the page's path.
+    """Write ``index.html``, one file with its charts inside; return the page's path.
 
     ``output`` is the pipeline's output folder (``archive/``, ``errors/``,
     ``stats/``); the report goes to ``output/report`` unless ``report_dir``
@@ -264,11 +380,11 @@ def build_report(output: str | os.PathLike, report_dir: str | os.PathLike | None
     output = Path(output)
     out = Path(report_dir) if report_dir else output / "report"
     out.mkdir(parents=True, exist_ok=True)
-    for old in out.glob("*.png"):
+    for old in out.glob("*.png"):  # the chart files of earlier versions: the page holds its charts now
         old.unlink()
     data = ReportData(load_partials(output / "stats"), archive_counts(output / "archive"),
-                      load_errors(output / "errors"))
-    charts = _charts(data, out)
+                      load_errors(output / "errors"), load_source(output))
+    charts = _charts(data)
     page = render_page(data, charts, title, {"statistics": str(output / "stats"),
                                              "archive": str(output / "archive")}, ERROR_SAMPLE)
     index = out / "index.html"

@@ -2,8 +2,9 @@
 
 Event types, publishers, topics and error texts come from the notifications
 themselves; autoescaping makes each of them text on the page, never markup.
-The page is static: PNG charts next to it, no server, one small script that
-marks a chart whose file is missing.
+The page is static and one file: its PNG charts are inside it as ``data:``
+URIs, each ``<figure>`` carries the series it draws (``data-series``), and
+one small script marks a chart that does not load.
 """
 from __future__ import annotations
 
@@ -88,7 +89,11 @@ details{margin:.5em 0 1em} summary{cursor:pointer;color:#335;font-weight:500}
 <p class="meta">Generated {{ generated }} UTC from
 {% for name, path in sources.items() %}{{ name }}: <code>{{ path }}</code>
 {%- if not loop.last %}, {% endif %}{% endfor %}.
-{% if data.first is not none %}Period: <strong>{{ when(data.first) }}</strong>
+{% if data.source.get("cluster") or data.source.get("vhosts") or data.source.get("topics") %}<br>Source:
+{%- if data.source.get("cluster") %} cluster <code>{{ data.source.cluster }}</code>;{% endif %}
+{%- if data.source.get("vhosts") %} vhost(s) {% for v in data.source.vhosts %}<code>{{ v }}</code>{% if not loop.last %}, {% endif %}{% endfor %};{% endif %}
+{%- if data.source.get("topics") %} topic(s) {% for t in data.source.topics %}<code>{{ t }}</code>{% if not loop.last %}, {% endif %}{% endfor %}{% endif %}.{% endif %}
+{% if data.first is not none %}<br>Period: <strong>{{ when(data.first) }}</strong>
 to <strong>{{ when(data.last) }}</strong> UTC
 ({{ data.windows|length }} windows); every chart and table covers all of it.{% endif %}</p>
 
@@ -111,7 +116,7 @@ to <strong>{{ when(data.last) }}</strong> UTC
 </tbody></table>
 
 {% for chart in charts if chart.file in ("overview.png", "delays.png") %}
-<figure><img src="{{ chart.file }}" alt="{{ chart.title }}"><figcaption>{{ chart.title }}</figcaption></figure>
+<figure data-chart="{{ chart.file }}" data-series="{{ chart.series }}"><img src="{{ chart.src }}" alt="{{ chart.title }}"><figcaption>{{ chart.title }}</figcaption></figure>
 {% endfor %}
 <details><summary>Per {{ data.unit }} ({{ data.periods|length }} rows)</summary>
 <table data-table="period"><thead><tr><th>{{ data.unit }} (UTC)</th><th>notifications</th><th>error + critical</th>
@@ -126,13 +131,13 @@ to <strong>{{ when(data.last) }}</strong> UTC
 
 <h2>Event types</h2>
 {% for chart in charts if chart.file == "event_types.png" %}
-<figure><img src="{{ chart.file }}" alt="{{ chart.title }}"><figcaption>{{ chart.title }}</figcaption></figure>
+<figure data-chart="{{ chart.file }}" data-series="{{ chart.series }}"><img src="{{ chart.src }}" alt="{{ chart.title }}"><figcaption>{{ chart.title }}</figcaption></figure>
 {% endfor %}
 {{ group_table("event_type", "event type", data.event_types, "event_type") }}
 
 <h2>Publishers</h2>
 {% for chart in charts if chart.file == "publishers.png" %}
-<figure><img src="{{ chart.file }}" alt="{{ chart.title }}"><figcaption>{{ chart.title }}</figcaption></figure>
+<figure data-chart="{{ chart.file }}" data-series="{{ chart.series }}"><img src="{{ chart.src }}" alt="{{ chart.title }}"><figcaption>{{ chart.title }}</figcaption></figure>
 {% endfor %}
 {{ group_table("publisher_id", "publisher", data.publishers, "publisher_id") }}
 
@@ -154,7 +159,7 @@ to <strong>{{ when(data.last) }}</strong> UTC
 
 <h2>Archive</h2>
 {% for chart in charts if chart.file == "archive.png" %}
-<figure><img src="{{ chart.file }}" alt="{{ chart.title }}"><figcaption>{{ chart.title }}</figcaption></figure>
+<figure data-chart="{{ chart.file }}" data-series="{{ chart.series }}"><img src="{{ chart.src }}" alt="{{ chart.title }}"><figcaption>{{ chart.title }}</figcaption></figure>
 {% endfor %}
 <table data-table="archive_date"><thead><tr><th>date</th><th>notifications</th></tr></thead><tbody>
 {%- if data.archive_dates is not none %}{% for date, count in data.archive_dates.items() %}
@@ -213,6 +218,7 @@ def render_page(data, charts: list[dict], title: str, sources: Mapping[str, str]
         ("delay_p50", "Delay p50 (notification to broker)", p50, "delay"),
         ("delay_p95", "Delay p95", p95, "delay"),
         ("late", "Late notifications (archived, not in the windows)", data.late, "count"),
+        ("skewed", "Stamped after their broker time (clock skew; counted as no delay)", data.skewed, "count"),
         ("windows", "Windows", len(data.windows), "count"),
         ("archived", "Notifications in the archive", int(data.archive["count"].sum()) if len(data.archive) else 0,
          "count"),

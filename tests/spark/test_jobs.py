@@ -12,6 +12,7 @@ No count may depend on the time of day.
 """
 from __future__ import annotations
 
+import base64
 import dataclasses
 import datetime
 import html.parser
@@ -225,14 +226,16 @@ def test_archive_timestamps_are_timezone_aware(scenario):
 class _Cells(html.parser.HTMLParser):
     def __init__(self):
         super().__init__()
-        self.cells, self.images = {}, []
+        self.cells, self.images, self.sources = {}, [], []
 
     def handle_starttag(self, tag, attrs):
         attrs = dict(attrs)
         if tag == "td" and "data-metric" in attrs:
             self.cells[(attrs["data-table"], attrs["data-key"], attrs["data-metric"])] = attrs["data-value"]
+        if tag == "figure":
+            self.images.append(attrs["data-chart"])
         if tag == "img":
-            self.images.append(attrs["src"])
+            self.sources.append(attrs["src"])
 
 
 def test_report_shows_the_numbers_of_the_data(scenario, tmp_path):
@@ -259,8 +262,9 @@ def test_report_shows_the_numbers_of_the_data(scenario, tmp_path):
         k: int(v) for (t, k, m), v in cells.items() if t == "archive_date"}
     assert sorted(parser.images) == sorted(["overview.png", "delays.png", "event_types.png", "publishers.png",
                                             "archive.png"])
-    for name in parser.images:
-        assert (index.parent / name).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    for source in parser.sources:  # each chart is a PNG inside the page
+        assert source.startswith("data:image/png;base64,")
+        assert base64.b64decode(source.split(",", 1)[1])[:8] == b"\x89PNG\r\n\x1a\n"
 
 
 def test_batch_statistics_match_the_archive(spark, connector, scenario):

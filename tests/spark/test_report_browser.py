@@ -74,7 +74,7 @@ _MEASURE = """<script>
 window.addEventListener("load", () => {
   const out = [...document.querySelectorAll("figure img")].map(img => {
     const r = img.getBoundingClientRect();
-    return {src: img.getAttribute("src"), x: r.x, y: r.y + window.scrollY, w: r.width, h: r.height,
+    return {src: img.parentElement.dataset.chart, x: r.x, y: r.y + window.scrollY, w: r.width, h: r.height,
             natural: img.naturalWidth, loaded: img.dataset.loaded || ""};
   });
   document.body.setAttribute("data-measure", JSON.stringify(out));
@@ -96,8 +96,11 @@ def test_report_renders_in_chromium_with_non_empty_charts(tmp_path):
     index = build_report(tmp_path / "out", tmp_path / "report")
     page = index.read_text()
     assert INJECTION not in page and "&lt;img src=x" in page  # escaped, everywhere it appears
+    assert list(index.parent.iterdir()) == [index]  # one file: the charts are inside the page
     browser = _browser()
-    measured = index.parent / "measure.html"
+    alone = tmp_path / "mailed"  # the page alone, as a mail attachment carries it
+    alone.mkdir()
+    measured = alone / "measure.html"
     measured.write_text(page.replace("</body>", _MEASURE))
 
     dom = _run(browser, ["--dump-dom", measured.as_uri()], tmp_path)
@@ -124,3 +127,61 @@ def test_report_renders_in_chromium_with_non_empty_charts(tmp_path):
         variance = region.mean(axis=2).var()
         assert variance > 100, f"{figure['src']}: a flat region (variance {variance:.0f})"
     assert f">{expected['total']:,}<" in page
+
+
+def _cells(page: str, table: str, metric: str) -> dict[str, float]:
+    """The exact values of one column of a table, by row key (the page's data-* attributes)."""
+    pattern = rf'data-table="{table}" data-key="([^"]*)" data-metric="{metric}"\s+data-value="([^"]*)"'
+    return {key: float(value) for key, value in re.findall(pattern, page) if value}
+
+
+def _series(page: str, chart: str) -> dict:
+    found = re.search(rf'data-chart="{re.escape(chart)}" data-series="([^"]*)"', page)
+    assert found, f"no {chart} on the page"
+    return json.loads(found.group(1).replace("&#34;", '"').replace("&quot;", '"').replace("&amp;", "&"))
+
+
+def _short_period_outputs(root: Path) -> None:
+    """Four minutes of statistics whose senders' clocks run ahead of the broker's now and then."""
+    start = datetime.datetime(2026, 3, 1, 12, 0, tzinfo=datetime.timezone.utc)
+    rows = []
+    for minute in range(4):
+        when = start + datetime.timedelta(minutes=minute)
+        for delay, count in ((-0.00002, 3), (-0.5, 2), (0.0009, 4), (0.004, 1)):
+            rows.append({"window_start": when, "window_end": when + datetime.timedelta(minutes=1),
+                         "event_type": "compute.instance.create.end", "publisher_id": "host1", "priority": "INFO",
+                         "late": False, "delay_bucket": delays.bucket_of(delay), "count": count,
+                         "delay_min": delay, "delay_max": delay, "batch_id": 0})
+    stats = pd.DataFrame(rows)
+    stats["delay_bucket"] = stats["delay_bucket"].astype("int32")
+    (root / "stats").mkdir(parents=True)
+    pq.write_table(pa.Table.from_pandas(stats, preserve_index=False), root / "stats" / "batch-000000000000-a.parquet")
+    folder = root / "archive" / "date=2026-03-01" / "event_type=compute.instance.create.end"
+    folder.mkdir(parents=True)
+    pq.write_table(pa.table({"message_id": ["m1", "m2"], "topic": ["notifications.info.prod"] * 2,
+                             "vhost": ["prod", "prod"]}), folder / "batch-0-x.parquet")
+
+
+def test_a_short_period_with_clock_skew_reads_true(tmp_path):
+    from notify_transport.pipeline.report import write_source
+
+    _short_period_outputs(tmp_path / "out")
+    write_source(tmp_path / "out", "kafka://kafka1:9092/prod", {"topics": ["notifications"]})
+    page = build_report(tmp_path / "out").read_text()
+    # buckets fit the period: four minutes are four rows, not one hour
+    periods = _cells(page, "period", "count")
+    assert len(periods) == 4 and "Per minute (4 rows)" in page
+    # no negative delay anywhere; the skewed notifications are counted (2 a minute: the -0.5 s ones)
+    delays_shown = {**_cells(page, "period", "delay_p50"), **_cells(page, "period", "delay_p95")}
+    assert delays_shown and min(delays_shown.values()) >= 0
+    assert _cells(page, "summary", "count")["skewed"] == 8
+    assert min(_cells(page, "summary", "delay").values()) >= 0
+    # the delay chart draws the table's numbers
+    series = _series(page, "delays.png")
+    p50, p95 = _cells(page, "period", "delay_p50"), _cells(page, "period", "delay_p95")
+    assert dict(zip(series["period"], series["delay_p50"])) == p50
+    assert dict(zip(series["period"], series["delay_p95"])) == p95
+    assert dict(zip(_series(page, "overview.png")["period"], _series(page, "overview.png")["count"])) == periods
+    # the page names its source
+    assert "<code>kafka://kafka1:9092/prod</code>" in page
+    assert "<code>prod</code>" in page and "<code>notifications.info.prod</code>" in page
