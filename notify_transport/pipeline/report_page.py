@@ -74,6 +74,13 @@ details{margin:.5em 0 1em} summary{cursor:pointer;color:#335;font-weight:500}
 <td class="num" data-table="{{ table }}" data-key="{{ key }}" data-metric="{{ metric }}"
  data-value="{{ f.raw }}">{{ f.text }}</td>
 {%- endmacro -%}
+{%- macro codes(values) -%}
+{% for v in values %}<code>{{ v }}</code>{% if not loop.last %}, {% endif %}{% endfor %}
+{%- endmacro -%}
+{%- macro figure(chart) -%}
+<figure data-chart="{{ chart.file }}" data-series="{{ chart.series }}"><img src="{{ chart.src }}"
+ alt="{{ chart.title }}"><figcaption>{{ chart.title }}</figcaption></figure>
+{%- endmacro -%}
 {%- macro group_table(name, heading, frame, column) -%}
 <table data-table="{{ name }}"><thead><tr><th>{{ heading }}</th><th>notifications</th><th>errors</th>
 <th>critical</th><th>error + critical</th><th>delay p50</th><th>delay p95</th></tr></thead><tbody>
@@ -91,8 +98,8 @@ details{margin:.5em 0 1em} summary{cursor:pointer;color:#335;font-weight:500}
 {%- if not loop.last %}, {% endif %}{% endfor %}.
 {% if data.source.get("cluster") or data.source.get("vhosts") or data.source.get("topics") %}<br>Source:
 {%- if data.source.get("cluster") %} cluster <code>{{ data.source.cluster }}</code>;{% endif %}
-{%- if data.source.get("vhosts") %} vhost(s) {% for v in data.source.vhosts %}<code>{{ v }}</code>{% if not loop.last %}, {% endif %}{% endfor %};{% endif %}
-{%- if data.source.get("topics") %} topic(s) {% for t in data.source.topics %}<code>{{ t }}</code>{% if not loop.last %}, {% endif %}{% endfor %}{% endif %}.{% endif %}
+{%- if data.source.get("vhosts") %} vhost(s) {{ codes(data.source.vhosts) }};{% endif %}
+{%- if data.source.get("topics") %} topic(s) {{ codes(data.source.topics) }}{% endif %}.{% endif %}
 {% if data.first is not none %}<br>Period: <strong>{{ when(data.first) }}</strong>
 to <strong>{{ when(data.last) }}</strong> UTC
 ({{ data.windows|length }} windows); every chart and table covers all of it.{% endif %}</p>
@@ -116,7 +123,7 @@ to <strong>{{ when(data.last) }}</strong> UTC
 </tbody></table>
 
 {% for chart in charts if chart.file in ("overview.png", "delays.png") %}
-<figure data-chart="{{ chart.file }}" data-series="{{ chart.series }}"><img src="{{ chart.src }}" alt="{{ chart.title }}"><figcaption>{{ chart.title }}</figcaption></figure>
+{{ figure(chart) }}
 {% endfor %}
 <details><summary>Per {{ data.unit }} ({{ data.periods|length }} rows)</summary>
 <table data-table="period"><thead><tr><th>{{ data.unit }} (UTC)</th><th>notifications</th><th>error + critical</th>
@@ -131,13 +138,13 @@ to <strong>{{ when(data.last) }}</strong> UTC
 
 <h2>Event types</h2>
 {% for chart in charts if chart.file == "event_types.png" %}
-<figure data-chart="{{ chart.file }}" data-series="{{ chart.series }}"><img src="{{ chart.src }}" alt="{{ chart.title }}"><figcaption>{{ chart.title }}</figcaption></figure>
+{{ figure(chart) }}
 {% endfor %}
 {{ group_table("event_type", "event type", data.event_types, "event_type") }}
 
 <h2>Publishers</h2>
 {% for chart in charts if chart.file == "publishers.png" %}
-<figure data-chart="{{ chart.file }}" data-series="{{ chart.series }}"><img src="{{ chart.src }}" alt="{{ chart.title }}"><figcaption>{{ chart.title }}</figcaption></figure>
+{{ figure(chart) }}
 {% endfor %}
 {{ group_table("publisher_id", "publisher", data.publishers, "publisher_id") }}
 
@@ -159,7 +166,7 @@ to <strong>{{ when(data.last) }}</strong> UTC
 
 <h2>Archive</h2>
 {% for chart in charts if chart.file == "archive.png" %}
-<figure data-chart="{{ chart.file }}" data-series="{{ chart.series }}"><img src="{{ chart.src }}" alt="{{ chart.title }}"><figcaption>{{ chart.title }}</figcaption></figure>
+{{ figure(chart) }}
 {% endfor %}
 <table data-table="archive_date"><thead><tr><th>date</th><th>notifications</th></tr></thead><tbody>
 {%- if data.archive_dates is not none %}{% for date, count in data.archive_dates.items() %}
