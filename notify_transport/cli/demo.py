@@ -40,9 +40,16 @@ exit status: 0 every pool received every notification exactly once, 1 not,
 2 bad input or configuration (refused credentials too), 3 broker unreachable"""
 
 
+EXAMPLES = """\
+examples:
+  notify-transport demo
+  notify-transport demo --broker apache-kafka --count 1000
+  notify-transport demo --transport-url rabbit://guest:guest@127.0.0.1:5672/ --pools audit,billing,metering"""
+
+
 def add_parser(sub: Any) -> None:
     p = sub.add_parser("demo", help="run notifier and listener pools and show what flows (main job)",
-                       description=DESCRIPTION)
+                       description=DESCRIPTION, epilog=EXAMPLES)
     p.add_argument("--count", type=cli_args.positive_int, default=300, help="notifications to send")
     p.add_argument("--pools", default="audit,billing",
                    help="comma-separated listener pools")

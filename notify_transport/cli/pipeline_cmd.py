@@ -39,8 +39,34 @@ interrupted. 'pipeline report' writes OUTPUT/report/index.html with charts,
 without Spark.
 
 Needs the spark extra: pip install 'notify-transport[spark]'. Progress lines
-(batches, records, rate) are logged at INFO; Spark's own warnings are shown
-with --debug only."""
+(batches, records, rate) are logged at INFO; Spark's and the JVM's own lines
+are shown with --debug only (without it they go to
+~/.cache/notify-transport/logs/spark-driver.log).
+
+exit status: 0 done, 1 a streaming query failed, 2 bad input or configuration
+(a missing extra or connector, a bad URL or option), 3 the Kafka brokers did
+not answer within --connect-timeout"""
+
+RUN_EXAMPLES = """\
+examples:
+  notify-transport pipeline run --transport-url kafka://127.0.0.1:9092/prod --output /var/lib/nt/out --once
+  notify-transport pipeline run --transport-url kafka://127.0.0.1:9092 --output /var/lib/nt/out --once \\
+      --report --priority error,critical
+  notify-transport pipeline run --config-file /etc/nova/nova.conf --output /var/lib/nt/out \\
+      --trigger-interval 1m"""
+
+REPORT_DESCRIPTION = """\
+Write OUTPUT/report/index.html from the outputs of 'pipeline run': one file, its
+charts inside it, which names its source and covers the whole period of the
+statistics. Needs no Spark.
+
+exit status: 0 written, 2 bad input (OUTPUT holds no pipeline output, a missing
+extra)"""
+
+REPORT_EXAMPLES = """\
+examples:
+  notify-transport pipeline report --output /var/lib/nt/out
+  notify-transport pipeline report --output /var/lib/nt/out --report-dir /srv/www/nt --title 'Region one'"""
 
 
 def _summary(text: str) -> str:
@@ -53,7 +79,7 @@ def _summary(text: str) -> str:
 def add_run_parser(sub: Any) -> argparse.ArgumentParser:
     """``pipeline run``: its arguments on the parser ``sub.add_parser`` gives."""
     run_parser = sub.add_parser("pipeline run", help=_summary("Spark pipeline: run the archive and statistics jobs"),
-                                description=DESCRIPTION)
+                                description=DESCRIPTION, epilog=RUN_EXAMPLES)
     cli_args.add_connection_args(run_parser)
     src = run_parser.add_argument_group("what to read")
     src.add_argument("--topic", "--topics", dest="topics", action="extend", type=_csv_list,
@@ -76,8 +102,9 @@ def add_run_parser(sub: Any) -> argparse.ArgumentParser:
                           "across the partitions; Spark's connector: N split between the partitions by "
                           "their backlog)")
     src.add_argument("--source", default="auto", choices=("auto", "notify_kafka", "kafka"),
-                     help="Kafka reader: Spark's Kafka connector when the set-up fetched it (decodes in "
-                          "the JVM), else the notify_kafka Python data source (default: auto)")
+                     help="Kafka reader: Spark's Kafka connector when the set-up fetched it, else the "
+                          "notify_kafka Python data source; either way the records are decoded by the "
+                          "pipeline's Arrow UDF (default: auto)")
     src.add_argument("--no-fail-on-data-loss", action="store_true",
                      help="log and skip offsets deleted before they were read instead of failing")
     out = run_parser.add_argument_group("outputs")
@@ -125,7 +152,7 @@ def add_report_parser(sub: Any) -> argparse.ArgumentParser:
     """``pipeline report``: its arguments on the parser ``sub.add_parser`` gives."""
     report_parser = sub.add_parser("pipeline report",
                                    help=_summary("Spark pipeline: build the HTML report from the job outputs"),
-                                   description="Write an HTML page with PNG charts; needs no Spark.")
+                                   description=REPORT_DESCRIPTION, epilog=REPORT_EXAMPLES)
     report_parser.add_argument("--output", required=True, metavar="DIR",
                                help="the pipeline's output folder")
     report_parser.add_argument("--report-dir", metavar="DIR", help="default: OUTPUT/report")

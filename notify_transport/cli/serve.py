@@ -56,6 +56,12 @@ broken, an unknown NAME, no listener registered, a listener fails to start or
 the graceful stop ran out of time, 2 bad input or configuration (no configured
 transport), 3 broker unreachable, 128+N after an abrupt stop by a second signal N"""
 
+EXAMPLES = """\
+examples:
+  notify-transport serve --list
+  notify-transport serve --config-file /etc/notify-transport/nt-serve.conf --workers 2
+  notify-transport serve billing audit --transport-url kafka://127.0.0.1:9092/prod --skip-broken"""
+
 LOG = logging.getLogger(__name__)
 
 EXIT_OK, EXIT_FAILURE, EXIT_USAGE = 0, 1, 2
@@ -65,7 +71,7 @@ ABRUPT_GRACE = 3.0
 
 def add_parser(sub: Any) -> None:
     p = sub.add_parser("serve", help="run the listeners registered through entry points",
-                       description=DESCRIPTION, formatter_class=argparse.RawDescriptionHelpFormatter)
+                       description=DESCRIPTION, epilog=EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("names", nargs="*", metavar="NAME",
                    help="listeners to run (entry point names); default: every registered one")
     p.add_argument("--list", action="store_true",

@@ -237,7 +237,7 @@ MESSAGE = {"message_id": "m1", "publisher_id": "compute.host1", "event_type": "c
 
 def test_tail_line_and_json() -> None:
     item = tail.Received({"user": "u"}, MESSAGE, "notifications.info.prod", 1, 42, NOW)
-    assert tail.format_line(item) == ('2024-05-01 12:00:00.123 INFO     compute.host1 '
+    assert tail.format_line(item) == ('2024-05-01T12:00:00.123Z INFO     compute.host1 '
                                       'compute.instance.create.end {"a":"é","b":2}')
     assert tail.format_line(item, long=True).startswith("notifications.info.prod[1]@42 2024-05-01")
     record = json.loads(tail.format_json(item, "prod"))

@@ -16,7 +16,7 @@ from notify_transport.cli.ops.follow import BATCH, SLICE, Follower, Received
 from notify_transport.cli.ops.output import EXIT_OK, fail, failures_exit_1
 from notify_transport.cli.contract import NOT_FOUND, TOPICS_HINT
 from notify_transport.cli.ops.start import HELP as START_HELP, LATEST, Start, parse_start
-from notify_transport.times import format_time
+from notify_transport.times import format_time, parse_time
 from notify_transport.drivers.naming import PRIORITIES
 from notify_transport.exceptions import ConfigurationError
 from notify_transport.target import Target
@@ -149,10 +149,21 @@ def format_template(item: Received, template: str) -> str:
     return template.format(**fields)
 
 
+def _stamp(value: object) -> str:
+    """A notification's own timestamp (oslo's ``2024-05-01 12:00:00.250123``, UTC) as every time is
+    printed (:func:`~notify_transport.times.format_time`); as it came when it is not a time."""
+    if not value:
+        return ""
+    try:
+        return format_time(parse_time(str(value)))
+    except ValueError:
+        return str(value)[:23]
+
+
 def format_line(item: Received, long: bool = False) -> str:
     """``timestamp PRIORITY publisher event_type payload`` on one line."""
     message = item.message or {}
-    stamp = str(message.get("timestamp") or "")[:23]
+    stamp = _stamp(message.get("timestamp"))
     if not stamp and item.timestamp is not None:
         stamp = format_time(item.timestamp)
     payload = _compact(message.get("payload"))
