@@ -20,17 +20,33 @@ apt_install() {
   # wait for another apt-get (a second setup, unattended upgrades) instead of failing on its lock
   log "installing $* with apt-get"
   export DEBIAN_FRONTEND=noninteractive
-  apt-get -o DPkg::Lock::Timeout=600 update -qq >/dev/null
-  apt-get -o DPkg::Lock::Timeout=600 install -y -qq "$@" >/dev/null
+  local out
+  out=$(mktemp)
+  # apt's and debconf's own lines go to a log, shown only when the install fails
+  if ! { apt-get -o DPkg::Lock::Timeout=600 update -qq && \
+         apt-get -o DPkg::Lock::Timeout=600 install -y -qq "$@"; } >"$out" 2>&1; then
+    cat "$out" >&2; rm -f "$out"; return 1
+  fi
+  rm -f "$out"
 }
 
 if [ ! -x "$VENV/bin/python" ]; then
   log "creating virtualenv $VENV"
   "$PYTHON" -m venv "$VENV"
 fi
-"$VENV/bin/python" -m pip install -q --disable-pip-version-check --upgrade pip setuptools wheel
+# pip's and the build backend's own lines (warnings about editable installs...) go to a log,
+# shown only when the install fails
+pip_install() {
+  local out
+  out=$(mktemp)
+  if ! "$VENV/bin/python" -m pip install -q --disable-pip-version-check "$@" >"$out" 2>&1; then
+    cat "$out" >&2; rm -f "$out"; return 1
+  fi
+  rm -f "$out"
+}
+pip_install --upgrade pip setuptools wheel
 log "installing notify-transport[$EXTRAS]"
-"$VENV/bin/python" -m pip install -q --disable-pip-version-check -e "$ROOT[$EXTRAS]"
+pip_install -e "$ROOT[$EXTRAS]"
 
 have_java17() { java -version 2>&1 | grep -qE 'version "(1[7-9]|2[0-9])'; }
 
