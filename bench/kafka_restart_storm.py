@@ -68,6 +68,10 @@ class StormResult:
     #: ids missing, sent just before a kill (or, Tansu, before the last kill): the broker's loss
     broker_lost: int = 0
     duplicated: int = 0
+    #: the most notifications the producer held unconfirmed at once (sampled every 10 ms)
+    held_max: int = 0
+    #: notifications whose send raised (not held) and that are in the topic all the same
+    raised_in_topic: int = 0
     seconds: float = 0.0
     #: the first missing ids (not lost by the broker) and when each was sent, relative to each kill
     missing_sample: list[tuple[int, list[float]]] = field(default_factory=list)
@@ -193,6 +197,35 @@ class RollingRestart:
         return began, time.monotonic()
 
 
+class TwoNodesDown:
+    """Three-node Apache Kafka: stop (SIGTERM) the two nodes that do not lead ``topic``'s partition 0,
+    keep them down ``down`` s, start them again and wait until the replicas are in sync.
+
+    The partition keeps its leader, but its in-sync replicas fall below
+    ``min.insync.replicas`` (2): ``acks=all`` writes wait for the whole outage.
+    """
+
+    def __init__(self, cluster: Any, topic: str, down: float) -> None:
+        self.cluster, self.topic, self.down = cluster, topic, down
+
+    def strike(self, stop: threading.Event) -> tuple[float, float]:
+        leader = self.cluster.leader_of(self.topic)
+        others = [node for node in self.cluster.nodes if node is not leader]
+        for node in others:
+            node.stop()
+        began = time.monotonic()
+        stop.wait(self.down)
+        for node in others:
+            node.start()
+        answered = time.monotonic()
+        self.cluster.wait_in_sync(self.topic, timeout=120.0)
+        return began, answered
+
+
+#: Seconds two nodes of three stay down in the ``two_down`` fault: well past a minute.
+TWO_NODES_DOWN = 90.0
+
+
 class PoolRecorder:
     """The ids a listener pool dispatched during the storm (each copy counted)."""
 
@@ -266,7 +299,9 @@ def run_storm(broker: Any, conf: Any, topic: str, *, threads: int = 8, rate: flo
     def watch_confirmations() -> None:
         last, last_at = transport.delivery_stats()["delivered"], time.monotonic()
         while not stop.wait(0.01):
-            now = transport.delivery_stats()["delivered"]
+            stats = transport.delivery_stats()
+            result.held_max = max(result.held_max, stats["pending"])
+            now = stats["delivered"]
             if now != last:
                 result.longest_confirm_gap_s = max(result.longest_confirm_gap_s,
                                                    time.monotonic() - last_at)
@@ -309,6 +344,7 @@ def run_storm(broker: Any, conf: Any, topic: str, *, threads: int = 8, rate: flo
                and (keeps_data or t >= kills[-1])]
     counts = collections.Counter(read_ids(driver, kafka_topic, set(checked)))
     result.duplicated = sum(n - 1 for n in counts.values() if n > 1)
+    result.raised_in_topic = len(raised_set & set(counts))
     result.checked = len(checked)
     missing = [i for i in checked if i not in counts]
     lost_by_broker = [i for i in missing if crash_window and in_crash_window(sent_at[i], kills)]
@@ -398,8 +434,10 @@ def measure(broker: str, threads: int = 8, rate: float = 400.0, cycles: int = 3,
 
 def cluster_fault(fault: str, *, threads: int = 8, rate: float = 400.0) -> StormResult:
     """One fault of a three-node Apache Kafka started for it: ``leader`` (the partition leader
-    SIGKILLed, back after 3 s), ``rolling`` (each node SIGTERMed and back in turn) or ``down``
-    (every node SIGKILLed, all back after 10 s), under the storm's load with two listener pools."""
+    SIGKILLed, back after 3 s), ``rolling`` (each node SIGTERMed and back in turn), ``down``
+    (every node SIGKILLed, all back after 10 s) or ``two_down`` (the two nodes that do not lead
+    stopped for 90 s: no write can be acknowledged meanwhile), under the storm's load with two
+    listener pools."""
     from oslo_config import cfg
 
     from notify_transport.testing.apache_kafka import ApacheKafka
@@ -409,10 +447,11 @@ def cluster_fault(fault: str, *, threads: int = 8, rate: float = 400.0) -> Storm
         with ApacheKafka(nodes=3, base_dir=Path(tmp) / "kafka") as cluster:
             conf = cfg.ConfigOpts()
             conf([])
-            down = {"leader": 3.0, "rolling": 0.0, "down": 10.0}[fault]
+            down = {"leader": 3.0, "rolling": 0.0, "down": 10.0, "two_down": TWO_NODES_DOWN}[fault]
             faults = {"leader": lambda: LeaderCrash(cluster, f"{topic}.info", down),
                       "rolling": lambda: RollingRestart(cluster, f"{topic}.info"),
-                      "down": lambda: BrokerCrash(cluster, down)}
+                      "down": lambda: BrokerCrash(cluster, down),
+                      "two_down": lambda: TwoNodesDown(cluster, f"{topic}.info", down)}
             suffix = uuid.uuid4().hex[:6]
             return run_storm(cluster, conf, topic, threads=threads, rate=rate, cycles=1, down=down,
                              fault=faults[fault](), crash_window=False, topic_partitions=3, up=3.0,
@@ -435,7 +474,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.kafka_restart_storm",
                                      description=__doc__.split("\n")[0])
     parser.add_argument("--broker", choices=("apache-kafka", "noida", "tansu", "all"), default="all")
-    parser.add_argument("--cluster", choices=("leader", "rolling", "down"), default=None,
+    parser.add_argument("--cluster", choices=("leader", "rolling", "down", "two_down"), default=None,
                         help="instead: one fault of a three-node Apache Kafka")
     parser.add_argument("--threads", type=int, default=8)
     parser.add_argument("--rate", type=float, default=400.0)

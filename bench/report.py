@@ -145,6 +145,7 @@ MEASURES: tuple[Measure, ...] = (
     *_cluster_rows("cluster_leader", "partition leader SIGKILLed", exact=True),
     *_cluster_rows("cluster_rolling", "rolling restart (SIGTERM each node)", exact=True),
     *_cluster_rows("cluster_down", "whole cluster down 10 s", exact=False),
+    *_cluster_rows("cluster_two_down", "two nodes of three down 90 s", exact=True),
     *_rabbit_cluster_rows("rabbit_cluster_kill", "node of the connections SIGKILLed"),
     *_rabbit_cluster_rows("rabbit_cluster_rolling", "rolling restart (SIGTERM each node)")[:3],
     Measure("kafka_e2e", "Kafka e2e latency p50 @500/s", "p50_ms", "ms", (), False),

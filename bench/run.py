@@ -42,7 +42,7 @@ KAFKA_MEASURES = SHARED_KAFKA_MEASURES + ("kafka_restart_storm", "kafka_cluster_
 #: the brokers the storm runs on, each a row group of its own (results key ``storm_<broker>``)
 STORM_BROKERS = ("apache-kafka", "noida", "tansu")
 #: the three-node cluster's faults, each a row group (results key ``cluster_<fault>``)
-CLUSTER_FAULTS = ("leader", "rolling", "down")
+CLUSTER_FAULTS = ("leader", "rolling", "down", "two_down")
 #: the group protocols the readiness rows compare (results key ``readiness_<protocol>``)
 GROUP_PROTOCOLS = ("classic", "consumer")
 RABBIT_MEASURES = ("rpc", "rabbit_notify", "ntrabbit")
@@ -394,7 +394,8 @@ class Run:
 
     def kafka_cluster_faults(self) -> None:
         """A three-node Apache Kafka's faults under the storm's load (ours only), each a row group:
-        the partition leader SIGKILLed, a rolling restart, the whole cluster down for 10 s."""
+        the partition leader SIGKILLed, a rolling restart, the whole cluster down for 10 s, two
+        nodes of three down for 90 s."""
         if "ours" not in self.impls:
             return
         for fault in CLUSTER_FAULTS:

@@ -44,7 +44,12 @@ def test_defaults_match_oslo_and_add_safe_delivery(conf):
     assert producer["compression.codec"] == "none"
     assert producer["linger.ms"] == 2.0  # producer_batch_timeout=0 falls back to producer_linger
     assert producer["batch.num.messages"] == 16384
-    assert producer["message.timeout.ms"] == 30000
+    # five minutes, librdkafka's own default: a cluster that takes no writes for two minutes
+    # (two of three brokers down) costs no notification
+    assert producer["message.timeout.ms"] == 300_000
+    # what waits is held within a stated bound
+    assert producer["queue.buffering.max.messages"] == 100_000
+    assert producer["queue.buffering.max.kbytes"] == 128 * 1024
     assert producer["delivery.report.only.error"] is True
     assert not any(k.startswith(("sasl.", "ssl.")) for k in producer)
 
@@ -259,3 +264,10 @@ def test_group_protocol_consumer_leaves_session_and_assignor_to_the_broker(conf)
 def test_an_unknown_group_protocol_is_refused(conf):
     with pytest.raises((ConfigurationError, InvalidTransportURL), match="group_protocol"):
         build(conf, "kafka://h?group_protocol=eager")
+
+
+def test_the_producer_queue_bound_is_overridable(conf):
+    url, opts = build(conf, "kafka://h1?producer_config=queue.buffering.max.messages:300")
+    producer = kc.producer_config(url, opts)
+    assert producer["queue.buffering.max.messages"] == "300"
+    assert producer["queue.buffering.max.kbytes"] == 128 * 1024

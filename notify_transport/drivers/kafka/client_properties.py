@@ -128,6 +128,13 @@ def _python_types(conf: dict[str, Any]) -> dict[str, Any]:
     return conf
 
 
+#: The most notifications one producer holds unconfirmed (librdkafka's queue.buffering.max.messages):
+#: two minutes of 800 notifications a second.
+PRODUCER_QUEUE_MESSAGES = 100_000
+#: The most bytes of notifications one producer holds unconfirmed (queue.buffering.max.kbytes).
+PRODUCER_QUEUE_BYTES = 128 * 1024 * 1024
+
+
 def producer_config(url: Any, opts: types.SimpleNamespace) -> dict[str, Any]:
     """Producer properties: delivery guarantees, batching, compression
     (``compression_codec`` and ``producer_acks`` are checked by their options' ``choices``)."""
@@ -145,6 +152,11 @@ def producer_config(url: Any, opts: types.SimpleNamespace) -> dict[str, Any]:
         "linger.ms": (opts.producer_batch_timeout or opts.producer_linger) * 1000.0,
         "batch.num.messages": opts.producer_batch_size,
         "message.timeout.ms": max(1, int(opts.delivery_timeout * 1000)),
+        # what a sender may hold while the cluster cannot take writes: at most this many
+        # notifications and bytes (producer_config overrides either); past it a send waits
+        # producer_queue_timeout for room, then fails and is counted
+        "queue.buffering.max.messages": PRODUCER_QUEUE_MESSAGES,
+        "queue.buffering.max.kbytes": PRODUCER_QUEUE_BYTES // 1024,
         # failures are reported and counted; successes are what is neither failed
         # nor pending, which spares a Python callback per notification
         "delivery.report.only.error": True,

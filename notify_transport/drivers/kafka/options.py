@@ -93,9 +93,14 @@ extra_opts = [
     cfg.BoolOpt('enable_idempotence', default=True,
                 help='Idempotent producer: broker-side de-duplication of '
                      'retried sends, so a retry never writes a message twice.'),
-    cfg.FloatOpt('delivery_timeout', default=30.0, min=0.001,
+    cfg.FloatOpt('delivery_timeout', default=300.0, min=0.001,
                  help='Seconds a notification may wait for broker confirmation, '
-                      'retries included, before its delivery is reported as failed.'),
+                      'retries included, before its delivery is reported as failed. '
+                      'The default rides out a cluster that cannot take writes for '
+                      'a few minutes (two brokers of three down, a leader election '
+                      'that drags): what waits is held in the producer queue, whose '
+                      'size producer_config bounds (queue.buffering.max.messages, '
+                      'queue.buffering.max.kbytes).'),
     cfg.FloatOpt('producer_queue_timeout', default=5.0, min=0,
                  help='Seconds a send blocks when the local producer queue is full '
                       'before raising MessageDeliveryFailure.'),
