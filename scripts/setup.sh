@@ -63,14 +63,12 @@ case ",$EXTRAS," in
   *,spark,*)
     have_java17 || apt_install openjdk-17-jre-headless
     command -v mvn >/dev/null 2>&1 || apt_install maven
-    # Spark's Kafka connector at the installed PySpark's version: the pipeline's reader of record
-    log "fetching Spark's Kafka connector with Maven (cached after the first run)"
-    "$VENV/bin/python" -m notify_transport.jvm fetch spark-kafka \
-      -D "spark.version=$("$VENV/bin/python" -c 'import pyspark; print(pyspark.__version__)')" >/dev/null
-    # the pipeline's decoder in the JVM, compiled against the installed PySpark with a JDK's javac
+    # the pipeline's decoder in the JVM is compiled against the installed PySpark with a JDK's javac
     command -v javac >/dev/null 2>&1 || apt_install openjdk-17-jdk-headless
-    log "building the pipeline's JVM decoder with javac (cached after the first run)"
-    "$VENV/bin/python" -m notify_transport.pipeline.jvm_decoder >/dev/null
+    # Spark's Kafka connector at the installed PySpark's version (the pipeline's reader of record)
+    # and the JVM decoder, both cached after the first run: the command a user runs too
+    log "setting up the pipeline's JVM pieces: notify-transport pipeline setup"
+    "$VENV/bin/notify-transport" pipeline setup >/dev/null
     # the pipeline report's browser test renders the page in headless Chromium
     if ! command -v chromium >/dev/null 2>&1 && ! command -v chromium-browser >/dev/null 2>&1; then
       apt_install chromium || log "chromium not installed: the report's browser test will be skipped"

@@ -181,3 +181,5 @@ PipelineRun = _command("PipelineRun", ModuleCommand, _add_parser_only(pipeline_c
                        "Spark pipeline: run the archive and statistics jobs")
 PipelineReport = _command("PipelineReport", ModuleCommand, _add_parser_only(pipeline_cmd.add_report_parser),
                           "Spark pipeline: build the HTML report from the job outputs")
+PipelineSetup = _command("PipelineSetup", ModuleCommand, _add_parser_only(pipeline_cmd.add_setup_parser),
+                         "Spark pipeline: fetch Spark's Kafka connector and build the JVM decoder")

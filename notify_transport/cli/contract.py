@@ -50,8 +50,8 @@ NOT_CONFIGURED = Kind("not configured", 2, "no transport URL configured, or a co
                       "transport_url, or set NOTIFY_TRANSPORT_URL")
 MISSING_FILE = Kind("missing file", 2, "a file or folder named on the command line cannot be read",
                     "check the path and its permissions")
-MISSING_EXTRA = Kind("missing extra", 2, "the command needs an optional extra that is not installed",
-                     "pip install 'notify-transport[EXTRA]'")
+MISSING_EXTRA = Kind("missing extra", 2, "the command needs an optional extra, or a JVM piece, that is not "
+                     "installed or set up", "pip install 'notify-transport[EXTRA]'")
 REFUSED_CREDENTIALS = Kind("refused credentials", 2, "the broker refused the user, the password or the "
                            "virtual host", "check the user, the password and the virtual host of the "
                            "transport URL")
@@ -110,6 +110,8 @@ def classify(exc: BaseException) -> CommandError:
     missing = getattr(exc, "extra", None)
     if isinstance(exc, ConfigurationError) and isinstance(missing, str):
         return CommandError(MISSING_EXTRA, str(exc), f"pip install 'notify-transport[{missing}]'")
+    if isinstance(exc, ConfigurationError) and getattr(exc, "next_step", None):  # a piece not set up
+        return CommandError(MISSING_EXTRA, str(exc), str(getattr(exc, "next_step")))
     if isinstance(exc, ConfigurationError):
         return CommandError(BAD_INPUT, str(exc))
     if isinstance(exc, (FileNotFoundError, IsADirectoryError, NotADirectoryError, PermissionError)):

@@ -148,6 +148,34 @@ def add_run_parser(sub: Any) -> argparse.ArgumentParser:
     return run_parser
 
 
+SETUP_DESCRIPTION = """\
+Fetch Spark's Kafka connector (spark-sql-kafka-0-10) at the installed PySpark's
+version from Maven Central with Maven, and build the pipeline's decoder in the
+JVM with javac, into the jar cache (~/.cache/notify-transport/jvm). Run it once
+per machine and PySpark version; 'pipeline run' then reads with the connector
+(--source auto). A second run finds everything cached and changes nothing.
+
+exit status: 0 set up, 1 Maven could not fetch the connector, 2 a missing extra"""
+
+SETUP_EXAMPLES = """\
+examples:
+  notify-transport pipeline setup
+  notify-transport pipeline setup --spark-version 4.2.0"""
+
+
+def add_setup_parser(sub: Any) -> argparse.ArgumentParser:
+    """``pipeline setup``: its arguments on the parser ``sub.add_parser`` gives."""
+    setup_parser = sub.add_parser("pipeline setup",
+                                  help=_summary("Spark pipeline: fetch Spark's Kafka connector and build "
+                                                "the JVM decoder"),
+                                  description=SETUP_DESCRIPTION, epilog=SETUP_EXAMPLES)
+    setup_parser.add_argument("--spark-version", metavar="VERSION", default=None,
+                              help="the Spark release whose connector to fetch (default: the installed "
+                                   "PySpark's, the only one its sessions load)")
+    setup_parser.set_defaults(func=run, pipeline_command="setup")
+    return setup_parser
+
+
 def add_report_parser(sub: Any) -> argparse.ArgumentParser:
     """``pipeline report``: its arguments on the parser ``sub.add_parser`` gives."""
     report_parser = sub.add_parser("pipeline report",
@@ -177,13 +205,34 @@ def _spark_conf(pairs: list[str]) -> dict[str, str]:
 
 def run(args: argparse.Namespace) -> int:
     """Dispatch ``pipeline run`` / ``pipeline report``; return the exit code."""
-    if args.pipeline_command in ("run", "report"):
+    if args.pipeline_command in ("run", "report", "setup"):
         common.require_extra(EXTRA, EXTRA_MODULES, f"'pipeline {args.pipeline_command}'")
     if args.pipeline_command == "report":
         return _report(args)
+    if args.pipeline_command == "setup":
+        return _setup(args)
     if args.pipeline_command == "run":
         return _run(args)
     raise ConfigurationError("choose a pipeline command: run or report")
+
+
+def _setup(args: argparse.Namespace) -> int:
+    from notify_transport.jvm.artifacts import JvmArtifactsError, cache_root
+    from notify_transport.pipeline import connector, jvm_decoder
+
+    version = args.spark_version or connector.pyspark_version()
+    try:
+        jars = connector.set_up(version)
+    except JvmArtifactsError as exc:
+        raise contract.CommandError(contract.FAILED, f"Spark {version}'s Kafka connector: {exc}",
+                                    "check that Maven (mvn) is installed and reaches Maven Central") from None
+    print(f"Spark {version}'s Kafka connector: {len(jars)} jar(s) in {cache_root()}")
+    try:
+        print(f"the pipeline's decoder in the JVM: {jvm_decoder.build(jvm_decoder.sources())}")
+    except JvmArtifactsError as exc:  # optional: the Arrow UDF decodes by default
+        print(f"notify-transport: warning: the decoder in the JVM was not built ({exc}); the pipeline "
+              "decodes with its Arrow UDF, as by default", file=sys.stderr)
+    return 0
 
 
 def _report(args: argparse.Namespace) -> int:
@@ -213,6 +262,11 @@ def _run(args: argparse.Namespace) -> int:
                                 priorities=tuple(dict.fromkeys(args.priorities or PRIORITIES)),
                                 all_vhosts=args.all_vhosts,
                                 kafka_topics=_csv(args.kafka_topics))
+    if args.source == "kafka":  # said before any JVM starts: the connector's jars are in the cache or not
+        from notify_transport.pipeline import connector
+
+        if connector.connector_jars() is None and "spark.jars.packages" not in " ".join(args.spark_conf or []):
+            raise connector.ConnectorNotSetUp(connector.pyspark_version())
     if args.max_records_per_trigger is not None and args.max_records_per_trigger <= 0:
         raise ConfigurationError("--max-records-per-trigger must be positive")
     output = run_config.default_output(args.output)

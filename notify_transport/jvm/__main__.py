@@ -4,7 +4,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from notify_transport.jvm.artifacts import ArtifactSet, JvmArtifactsError, classpath, fetch
+from notify_transport.jvm.artifacts import JvmArtifactsError, classpath, fetch, with_defaults
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -14,7 +14,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("action", choices=["fetch", "classpath"])
     parser.add_argument("name", help="a pom of notify_transport/jvm/poms, e.g. apache-kafka")
     parser.add_argument("-D", dest="properties", action="append", default=[], metavar="KEY=VALUE",
-                        help="a version property of the pom, e.g. -D kafka.version=4.1.1")
+                        help="a version property of the pom, e.g. -D kafka.version=4.1.1 (spark-kafka: "
+                             "spark.version defaults to the installed PySpark's)")
     args = parser.parse_args(argv)
     properties = {}
     for item in args.properties:
@@ -22,7 +23,7 @@ def main(argv: list[str] | None = None) -> int:
         if not sep or not key:
             parser.error(f"-D takes KEY=VALUE, got {item!r}")
         properties[key] = value
-    artifacts = ArtifactSet(args.name, properties)
+    artifacts = with_defaults(args.name, properties)
     try:
         jars = fetch(artifacts) if args.action == "fetch" else classpath(artifacts)
     except JvmArtifactsError as exc:

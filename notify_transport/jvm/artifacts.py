@@ -64,6 +64,26 @@ class ArtifactSet:
         return f"{self.name}{' ' + props if props else ''}"
 
 
+def _installed_pyspark() -> dict[str, str]:
+    """Spark's Kafka connector at the installed PySpark's version: the only one a session can load."""
+    from importlib import metadata
+
+    try:
+        return {"spark.version": metadata.version("pyspark")}
+    except metadata.PackageNotFoundError:
+        return {}
+
+
+#: Version properties a pom is fetched with when the caller gives none (``-D`` overrides each).
+DEFAULT_PROPERTIES: Mapping[str, Callable[[], dict[str, str]]] = {"spark-kafka": _installed_pyspark}
+
+
+def with_defaults(name: str, properties: Mapping[str, str]) -> ArtifactSet:
+    """The jar set of pom ``name``: ``properties`` over the pom's defaults (:data:`DEFAULT_PROPERTIES`)."""
+    defaults = DEFAULT_PROPERTIES.get(name)
+    return ArtifactSet(name, {**(defaults() if defaults else {}), **properties})
+
+
 def cache_root() -> Path:
     """Where fetched and built jars are kept: ``$NOTIFY_TRANSPORT_JVM_CACHE``, else ``jvm`` under
     :func:`notify_transport.user_cache.root`."""

@@ -1,9 +1,10 @@
 """Spark's own Kafka connector (``spark-sql-kafka-0-10``): its jars, and how a session gets them.
 
 The connector is published on Maven Central, one release per Spark release.
-The set-up fetches the release matching the installed PySpark with
-:mod:`notify_transport.jvm` (``python -m notify_transport.jvm fetch spark-kafka
--D spark.version=X``); :func:`session_conf` then names the cached jars in
+``notify-transport pipeline setup`` (:func:`set_up`; the set-up script runs it)
+fetches the release matching the installed PySpark with :mod:`notify_transport.jvm`
+(``python -m notify_transport.jvm fetch spark-kafka`` does the same);
+:func:`session_conf` then names the cached jars in
 ``spark.jars``, which Spark puts on the driver's classpath and ships to the
 executors of a cluster. Nothing here downloads: without a fetch the pipeline
 falls back to its ``notify_kafka`` source.
@@ -15,7 +16,8 @@ import re
 from pathlib import Path
 from typing import Iterable
 
-from notify_transport.jvm.artifacts import ArtifactSet, JvmArtifactsError, classpath
+from notify_transport.exceptions import ConfigurationError
+from notify_transport.jvm.artifacts import ArtifactSet, JvmArtifactsError, classpath, fetch
 
 LOG = logging.getLogger(__name__)
 
@@ -24,6 +26,28 @@ POM = "spark-kafka"
 
 #: ``name-1.2.3.jar`` -> ``name`` (the version is the last dash followed by digits and a dot).
 _ARTIFACT = re.compile(r"(?P<name>.+)-\d+\.\d+[^/]*\.jar$")
+
+
+#: The command that sets the connector (and the JVM decoder) up; every "not set up" error names it.
+SETUP_COMMAND = "notify-transport pipeline setup"
+
+
+class ConnectorNotSetUp(ConfigurationError):
+    """Spark's Kafka connector is not in the jar cache for the installed PySpark (exit status 2)."""
+
+    def __init__(self, spark_version: str) -> None:
+        super().__init__(f"Spark's Kafka connector (spark-sql-kafka-0-10) for Spark {spark_version} is "
+                         "not set up")
+        self.next_step = f"run '{SETUP_COMMAND}', or read with --source notify_kafka"
+
+
+def set_up(spark_version: str | None = None) -> list[Path]:
+    """Fetch the connector's jars for ``spark_version`` (default: the installed PySpark's) into the
+    jar cache with Maven, once; the jars a session adds to Spark's."""
+    fetch(artifacts(spark_version))
+    jars = connector_jars(spark_version)
+    assert jars is not None  # just fetched
+    return jars
 
 
 def pyspark_version() -> str:

@@ -58,8 +58,9 @@ def _resolve_format(spark, fmt: str) -> str:
     if fmt == "auto":
         return "kafka" if kafka_format_available(spark) else FORMAT_NAME
     if fmt == "kafka" and not kafka_format_available(spark):
-        raise ConfigurationError("Spark's kafka format is not on the classpath "
-                                 "(spark-sql-kafka-0-10); use the notify_kafka source")
+        from notify_transport.pipeline.connector import ConnectorNotSetUp, pyspark_version
+
+        raise ConnectorNotSetUp(pyspark_version())
     return fmt
 
 

@@ -158,7 +158,7 @@ def test_transport_url_option_and_format_choice(spark, kafka_bootstrap, topic, m
     # without the connector's jars: auto falls back, an explicit ask is an error
     monkeypatch.setattr(reading, "kafka_format_available", lambda _spark: False)
     assert reading.choose_format(spark, "auto") == "notify_kafka"
-    with pytest.raises(ConfigurationError, match="classpath"):
+    with pytest.raises(ConfigurationError, match="is not set up"):
         reading.choose_format(spark, "kafka")
     with pytest.raises(Exception, match="subscribe"):
         spark.read.format("notify_kafka").option("kafka.bootstrap.servers", kafka_bootstrap).load().count()

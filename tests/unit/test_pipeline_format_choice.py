@@ -51,7 +51,8 @@ def test_a_chosen_format_is_not_probed_again(connector, asked, expected):
 
 
 def test_an_explicit_connector_without_its_jars_and_an_unknown_format_are_refused():
-    with pytest.raises(ConfigurationError, match="classpath"):
+    with pytest.raises(ConfigurationError, match="is not set up") as refused:
         reading.choose_format(ProbedSession(connector=False), "kafka")
+    assert "notify-transport pipeline setup" in refused.value.next_step
     with pytest.raises(ConfigurationError, match="Unknown source format 'jdbc'"):
         reading.choose_format(ProbedSession(connector=True), "jdbc")
