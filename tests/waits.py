@@ -1,6 +1,7 @@
 """Waiting on a condition in functional tests: one helper for every broker's tests."""
 from __future__ import annotations
 
+import os
 import time
 from typing import Any, Callable
 
@@ -30,3 +31,12 @@ def wait_for_clock(moment: float, interval: float = 0.001) -> None:
     """Wait until the wall clock (``time.time()``) is past ``moment``: for tests of relative times."""
     wait_until(lambda: time.time() > moment, timeout=max(0.0, moment - time.time()) + 5.0,
                interval=interval)
+
+
+def pid_alive(pid: int) -> bool:
+    """Whether a process with this pid exists (signal 0 asks without sending anything)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True

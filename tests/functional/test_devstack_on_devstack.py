@@ -41,6 +41,7 @@ from oslo_config import cfg
 
 import notify_transport as nt
 from notify_transport.testing.brokers import free_ports
+from waits import pid_alive
 
 ROOT = Path(__file__).resolve().parents[2]
 DEVSTACK = ROOT.parent / "shared" / "devstack"
@@ -91,14 +92,6 @@ function setup_develop {
     "$(get_python_exec_prefix)/python3" -c 'import notify_transport, sys; sys.exit(0)'
 }
 '''
-
-
-def pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    return True
 
 
 @pytest.fixture

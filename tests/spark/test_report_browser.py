@@ -37,6 +37,23 @@ def _browser() -> str:
                 "spark extra)")
 
 
+def _stats_row(when: datetime.datetime, event_type: str, publisher: str, priority: str, count: int,
+               delay: float) -> dict:
+    """One row of the statistics' partial counts: a one-minute window, one delay bucket."""
+    return {"window_start": when, "window_end": when + datetime.timedelta(minutes=1), "event_type": event_type,
+            "publisher_id": publisher, "priority": priority, "late": False, "delay_bucket": delays.bucket_of(delay),
+            "count": count, "delay_min": delay, "delay_max": delay, "batch_id": 0}
+
+
+def _write_stats(root: Path, rows: list[dict]):
+    """The rows as the pipeline writes its statistics: one Parquet file of batch 0."""
+    stats = pd.DataFrame(rows)
+    stats["delay_bucket"] = stats["delay_bucket"].astype("int32")
+    (root / "stats").mkdir(parents=True)
+    pq.write_table(pa.Table.from_pandas(stats, preserve_index=False), root / "stats" / "batch-000000000000-a.parquet")
+    return stats
+
+
 def _outputs(root: Path) -> dict:
     start = datetime.datetime(2026, 3, 1, tzinfo=datetime.timezone.utc)
     rows = []
@@ -46,14 +63,8 @@ def _outputs(root: Path) -> dict:
                                                    ("image.upload", "ERROR", minute % 3, 80000.0),
                                                    (INJECTION, "INFO", 1, 0.02)):
             if count:
-                rows.append({"window_start": when, "window_end": when + datetime.timedelta(minutes=1),
-                             "event_type": event_type, "publisher_id": f"host{minute % 4}", "priority": priority,
-                             "late": False, "delay_bucket": delays.bucket_of(delay), "count": count,
-                             "delay_min": delay, "delay_max": delay, "batch_id": 0})
-    stats = pd.DataFrame(rows)
-    stats["delay_bucket"] = stats["delay_bucket"].astype("int32")
-    (root / "stats").mkdir(parents=True)
-    pq.write_table(pa.Table.from_pandas(stats, preserve_index=False), root / "stats" / "batch-000000000000-a.parquet")
+                rows.append(_stats_row(when, event_type, f"host{minute % 4}", priority, count, delay))
+    stats = _write_stats(root, rows)
     for day in ("2026-03-01", "2026-03-02", "2026-03-03"):
         folder = root / "archive" / f"date={day}" / "event_type=image.upload"
         folder.mkdir(parents=True)
@@ -148,14 +159,8 @@ def _short_period_outputs(root: Path) -> None:
     for minute in range(4):
         when = start + datetime.timedelta(minutes=minute)
         for delay, count in ((-0.00002, 3), (-0.5, 2), (0.0009, 4), (0.004, 1)):
-            rows.append({"window_start": when, "window_end": when + datetime.timedelta(minutes=1),
-                         "event_type": "compute.instance.create.end", "publisher_id": "host1", "priority": "INFO",
-                         "late": False, "delay_bucket": delays.bucket_of(delay), "count": count,
-                         "delay_min": delay, "delay_max": delay, "batch_id": 0})
-    stats = pd.DataFrame(rows)
-    stats["delay_bucket"] = stats["delay_bucket"].astype("int32")
-    (root / "stats").mkdir(parents=True)
-    pq.write_table(pa.Table.from_pandas(stats, preserve_index=False), root / "stats" / "batch-000000000000-a.parquet")
+            rows.append(_stats_row(when, "compute.instance.create.end", "host1", "INFO", count, delay))
+    _write_stats(root, rows)
     folder = root / "archive" / "date=2026-03-01" / "event_type=compute.instance.create.end"
     folder.mkdir(parents=True)
     pq.write_table(pa.table({"message_id": ["m1", "m2"], "topic": ["notifications.info.prod"] * 2,

@@ -36,6 +36,7 @@ import pytest
 
 from notify_transport import TransportHost, TransportURL
 from notify_transport.testing.brokers import free_ports
+from waits import pid_alive
 
 ROOT = Path(__file__).resolve().parents[2]
 DEVSTACK = ROOT / "devstack"
@@ -1285,12 +1286,6 @@ def make_distribution(mirror: Path, version: str, scala: str) -> Path:
     return tarball
 
 
-def pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    return True
 
 
 def wait_gone(pid: int, timeout: float = 10) -> bool:
