@@ -155,7 +155,7 @@ class ClusterAdmin:
         last = self.last_error
         if last is not None and last.code() in REFUSED_CREDENTIALS:
             return AccessDenied(f"The Kafka cluster at {self.bootstrap} refused the client's "
-                                f"credentials ({last.name()}: {last.str()})")
+                                f"credentials{self._last_error_text()}")
         return ClusterUnavailable(f"Cannot reach the Kafka cluster at {self.bootstrap} within {self.timeout:g}s "
                                   f"({what}: {err.str()}){self._last_error_text()}")
 
