@@ -18,10 +18,8 @@ from cliff.lister import Lister
 from notify_transport.cli import contract
 from notify_transport.cli.formatting import HelpFormatter
 
-#: exit statuses: done, failed, bad input or configuration, service unreachable, interrupted
-EXIT_OK, EXIT_FAILURE, EXIT_USAGE, EXIT_UNAVAILABLE, EXIT_INTERRUPTED = (
-    contract.OK_STATUS, contract.FAILED.status, contract.BAD_INPUT.status, contract.UNREACHABLE.status,
-    contract.INTERRUPTED.status)
+#: exit statuses a command body returns itself: done; the rest come from the contract's kinds
+EXIT_OK = contract.OK_STATUS
 
 #: Global options of the application a command body reads from its arguments.
 GLOBAL_DESTS = ("config_file", "config_dir", "transport_url", "debug")
@@ -69,11 +67,6 @@ def global_values(app_args: argparse.Namespace | None, parsed_args: argparse.Nam
     return parsed_args
 
 
-def one_line_errors(run: Callable[[], int], command: str = "", debug: bool = False) -> int:
-    """Run a command body under the one error contract (:mod:`notify_transport.cli.contract`)."""
-    return contract.run_command(run, command, debug)
-
-
 def one_line_parser(parser: argparse.ArgumentParser, command: str) -> argparse.ArgumentParser:
     """``parser`` reporting what it refuses as the contract's one line (exit status 2), not a usage block."""
 
@@ -110,8 +103,8 @@ class ModuleCommand(_FromModule, Command):
 
     def run(self, parsed_args: argparse.Namespace) -> int:
         global_values(self.app_args, parsed_args)
-        return one_line_errors(lambda: super(ModuleCommand, self).run(parsed_args), self.cmd_name or "",
-                               parsed_args.debug)
+        return contract.run_command(lambda: super(ModuleCommand, self).run(parsed_args), self.cmd_name or "",
+                                    parsed_args.debug)
 
     def take_action(self, parsed_args: argparse.Namespace) -> int:
         return int(parsed_args.func(parsed_args) or EXIT_OK)
@@ -129,8 +122,8 @@ class ModuleLister(_FromModule, Lister):
         parsed_args.output_format = parsed_args.formatter
         parsed_args.results = []
         self._status = EXIT_OK
-        return one_line_errors(lambda: super(ModuleLister, self).run(parsed_args) or self._status,
-                               self.cmd_name or "", parsed_args.debug)
+        return contract.run_command(lambda: super(ModuleLister, self).run(parsed_args) or self._status,
+                                    self.cmd_name or "", parsed_args.debug)
 
     def take_action(self, parsed_args: argparse.Namespace) -> tuple[Sequence[str], Iterable[Any]]:
         self._status = int(parsed_args.func(parsed_args) or EXIT_OK)

@@ -15,7 +15,7 @@ from cliff.app import App
 from cliff.commandmanager import CommandManager
 
 from notify_transport.cli import contract, logs
-from notify_transport.cli.commands import EXIT_USAGE, global_values, one_line_parser
+from notify_transport.cli.commands import global_values, one_line_parser
 from notify_transport.cli.contract import PROG
 from notify_transport.cli.common import URL_ENV
 
@@ -165,7 +165,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     app = NotifyTransportApp()
     with logs.restored():  # the app's handlers go with the run (main() is also called in-process)
         code = app.run(join_dash_values(sys.argv[1:] if argv is None else argv))
-    return EXIT_USAGE if app.no_command else code
+    return contract.BAD_INPUT.status if app.no_command else code
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -22,7 +22,7 @@ from oslo_log import log as oslo_log
 
 from notify_transport.cli.common import load_conf, required_url
 from notify_transport.cli.contract import FAILED, NOT_FOUND, CommandError
-from notify_transport.cli import logs
+from notify_transport.cli import contract, logs
 from notify_transport.cli.ops.args import add_connection_args, positive_float, positive_int
 from notify_transport.cli.ops.output import emit
 from notify_transport.drivers.config import register_opts
@@ -64,7 +64,7 @@ examples:
 
 LOG = logging.getLogger(__name__)
 
-EXIT_OK, EXIT_FAILURE, EXIT_USAGE = 0, 1, 2
+EXIT_OK, EXIT_FAILURE = contract.OK_STATUS, contract.FAILED.status
 #: Seconds an abrupt stop (second signal) and the final transport cleanup may take.
 ABRUPT_GRACE = 3.0
 
