@@ -6,10 +6,11 @@ import contextlib
 import importlib.util
 import logging
 import os
-from typing import Callable, Iterator, Sequence
+from typing import Any, Callable, Iterator, Sequence
 
 from oslo_config import cfg
 
+from notify_transport.cli import logs
 from notify_transport.cli.contract import MISSING_FILE, NOT_CONFIGURED, CommandError
 from notify_transport.exceptions import ConfigurationError
 from notify_transport.options import NOTIFICATIONS_GROUP, register_notifier_opts, register_transport_opts
@@ -83,6 +84,20 @@ def configured_url(args: argparse.Namespace, conf: cfg.ConfigOpts) -> str | None
             and "transport_url" in _set_in_files(conf):
         return conf.transport_url
     return os.environ.get(URL_ENV) or None
+
+
+def check_broker(transport: Any, timeout: float, debug: bool = False) -> None:
+    """Return once a broker of ``transport`` answers (``Transport.check_connection``).
+
+    Its connection attempts' log lines are left out unless ``debug``: the
+    exception of an outage or a refused login carries the cause for the one
+    error line.
+    """
+    if debug:
+        transport.check_connection(timeout)
+        return
+    with logs.HeldRecords("notify_transport.drivers"):
+        transport.check_connection(timeout)
 
 
 def required_url(args: argparse.Namespace, conf: cfg.ConfigOpts) -> str:

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import logging
 import sys
 import traceback
 from typing import Callable, TextIO
@@ -23,8 +22,6 @@ from typing import Callable, TextIO
 from notify_transport.exceptions import (AccessDenied, BrokerUnreachable, ConfigurationError,
                                          DriverLoadFailure, InvalidTransportURL, MessagingException,
                                          ServerListenError)
-
-LOG = logging.getLogger(__name__)
 
 PROG = "notify-transport"
 
@@ -125,8 +122,9 @@ def classify(exc: BaseException) -> CommandError:
 def line(error: CommandError, command: str = "") -> str:
     """The one line of ``error``: what went wrong, then the next step to try."""
     what = " ".join(error.message.split()) or error.kind.name
-    step = (error.next_step or error.kind.next_step).format(prog=PROG, command=command or "COMMAND")
-    step = step.replace(f"{PROG}  ", f"{PROG} ")
+    # only the kind's own step is a template: a step a command wrote may hold any character
+    step = error.next_step if error.next_step else error.kind.next_step.format(prog=PROG,
+                                                                                command=command or "COMMAND")
     return f"{PROG}: error: {what}; try: {step}" if step else f"{PROG}: error: {what}"
 
 

@@ -18,8 +18,8 @@ from typing import Any
 
 from notify_transport import (Notifier, Target, get_notification_listener,
                               get_notification_transport)
-from notify_transport.cli import contract, logs
-from notify_transport.cli.common import EMBEDDED_BROKERS, load_conf, url_or_embedded_broker
+from notify_transport.cli import contract
+from notify_transport.cli.common import EMBEDDED_BROKERS, check_broker, load_conf, url_or_embedded_broker
 from notify_transport.cli.ops import args as cli_args
 from notify_transport.exceptions import ConfigurationError
 from notify_transport.url import TransportURL
@@ -131,8 +131,7 @@ def run(args: argparse.Namespace) -> int:
         try:
             # an unreachable broker or a refused login is the contract's one line, said before
             # any listener starts (each connection attempt is in the log with --debug)
-            with logs.HeldRecords("notify_transport.drivers"):
-                transport.check_connection(args.connect_timeout)
+            check_broker(transport, args.connect_timeout, args.debug)
             print(f"transport: {transport.url.redacted()}")
             if exchange(transport, pools, args).ok:
                 return contract.OK_STATUS

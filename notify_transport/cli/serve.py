@@ -20,9 +20,9 @@ from cotyledon import types as cotyledon_types
 from oslo_config import cfg
 from oslo_log import log as oslo_log
 
-from notify_transport.cli.common import load_conf, required_url
+from notify_transport.cli.common import check_broker, load_conf, required_url
 from notify_transport.cli.contract import FAILED, NOT_FOUND, CommandError
-from notify_transport.cli import contract, logs
+from notify_transport.cli import contract
 from notify_transport.cli.ops.args import add_connection_args, positive_float, positive_int
 from notify_transport.cli.ops.output import emit
 from notify_transport.drivers.config import register_opts
@@ -103,8 +103,7 @@ def run(args: argparse.Namespace) -> int:
         return _list(conf, args)
     url = required_url(args, conf)
     with get_notification_transport(conf, url) as probe:  # an outage or a refused login: one line now
-        with logs.HeldRecords("notify_transport.drivers"):
-            probe.check_connection(args.connect_timeout)
+        check_broker(probe, args.connect_timeout, args.debug)
     try:
         listeners, broken = load_listeners(conf, args.names, skip_broken=args.skip_broken)
     except UnknownListenerError as exc:

@@ -66,3 +66,9 @@ def test_the_docs_table_is_the_code_table() -> None:
     section = text[text.index(".. _error-contract:"):]
     rows = re.findall(r"^   \* - (.+)\n     - (\d+)\n", section, re.MULTILINE)
     assert [(name, int(status)) for name, status in rows] == [(k.name, k.status) for k in contract.KINDS]
+
+
+def test_a_next_step_a_command_wrote_is_printed_as_written() -> None:
+    """Only a kind's own next step is a template: braces in a command's step are text."""
+    error = contract.CommandError(contract.BAD_INPUT, "no column 'x'", "choose among {a} and {b}")
+    assert contract.line(error, "topics").endswith("; try: choose among {a} and {b}")
