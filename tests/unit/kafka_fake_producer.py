@@ -47,6 +47,8 @@ class FakeClient:
         self.capacity = None
         #: callbacks other than delivery reports (errors, log lines) waiting for a poll
         self.events = 0
+        #: delivery callbacks running now: librdkafka counts their messages until they return
+        self.in_callback = 0
 
     # -- the confluent-kafka calls the wrapper makes ------------------------------
     def produce(self, topic, value=None, key=None, headers=None, on_delivery=None, timestamp=0):
@@ -54,13 +56,14 @@ class FakeClient:
             raise RuntimeError("Producer has been closed")
         if self.fatal:
             raise KafkaException(KafkaError(KafkaError._FATAL, "Local: Fatal error"))
-        if self.capacity is not None and len(self.held) >= self.capacity:
+        if self.capacity is not None and len(self.held) + self.in_callback >= self.capacity:
             raise BufferError("Local: Queue full")
         self.held.append(FakeMessage(topic, value, key, headers, timestamp, on_delivery))
 
     def __len__(self):
-        """librdkafka's out-queue length: messages held, reports and other callbacks waiting."""
-        return len(self.held) + len(self.reports) + self.events
+        """librdkafka's out-queue length: messages held (a message whose delivery callback is
+        running included), reports and other callbacks waiting."""
+        return len(self.held) + len(self.reports) + self.events + self.in_callback
 
     def poll(self, timeout=None):
         if self.closed:
@@ -95,7 +98,11 @@ class FakeClient:
             served += 1
             if err is None and self.config.get("delivery.report.only.error"):
                 continue
-            (message.callback or self.config["on_delivery"])(err, message)
+            self.in_callback += 1
+            try:
+                (message.callback or self.config["on_delivery"])(err, message)
+            finally:
+                self.in_callback -= 1
 
     def confirm(self, n):
         """The broker confirms the ``n`` oldest messages."""

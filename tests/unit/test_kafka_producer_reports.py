@@ -131,9 +131,81 @@ def test_flush_returns_once_a_report_being_handled_is_counted(made):
     p.produce("t.info", b"v")
     client = made[0]
     client.reports.append((client.held.pop(0), KafkaError(KafkaError._MSG_TIMED_OUT, "failed")))
-    assert entered.wait(10)  # the report thread is inside the callback; librdkafka holds nothing
-    assert len(client) == 0 and p.pending == 1
+    assert entered.wait(10)  # the report thread is inside the callback; librdkafka still counts it
+    assert len(client) == 1 and p.pending == 1
     threading.Timer(0.2, release.set).start()
     assert p.flush(10) == 0
     assert len(handled) == 1 and p.pending == 0
+    p.close(0)
+
+
+def test_a_full_queue_is_never_counted_past_its_bound(made):
+    """Regression (CI, two Kafka nodes down, queue bound 2,000): the pending count read 2,001.
+    A message whose callback runs is still in librdkafka's count and was added once more;
+    a send waiting for room is counted until it is refused. Neither is a message held."""
+    entered, release = threading.Event(), threading.Event()
+
+    def on_report(err, msg):
+        entered.set()
+        release.wait(10)
+
+    p = KafkaProducer({"bootstrap.servers": "x", "delivery.report.only.error": True}, "kafka://x",
+                      on_report=on_report, on_lost=lambda n: None, queue_timeout=0.5, unit="notification")
+    p.produce("t.info", b"v0")
+    client = made[0]
+    client.capacity = 3
+    for i in (1, 2):
+        p.produce("t.info", b"v%d" % i)
+    # a send waiting for room (counted from its call), then a failure whose callback runs
+    waiting = threading.Thread(target=p.produce, args=("t.info", b"w"))
+    waiting.start()
+    client.reports.append((client.held.pop(0), KafkaError(KafkaError._MSG_TIMED_OUT, "failed")))
+    assert entered.wait(10)
+    assert len(client) == 3 and p.pending == 3
+    release.set()  # the failure is settled: its room goes to the waiting send
+    waiting.join(10)
+    assert client.values() == [b"v1", b"v2", b"w"] and p.pending == 3
+    p.close(0)
+
+
+class _ErrorsKeepComing(kafka_fake_producer.FakeClient):
+    """A broker that is down: every poll leaves a new connection error queued behind it."""
+
+    down = True
+
+    def poll(self, timeout=None):
+        served = super().poll(timeout)
+        self.events = int(self.down)
+        return served
+
+
+def test_a_send_waiting_for_room_is_not_counted_while_errors_queue_up(monkeypatch):
+    """Regression (CI, two Kafka nodes down, queue bound 2,000): the pending count read 2,001 while
+    sends waited for room: librdkafka's length counted a queued connection error and our own count
+    the waiting send, so the smaller of the two was still one too many."""
+    made = install(monkeypatch, _ErrorsKeepComing)
+    p = KafkaProducer({"bootstrap.servers": "x", "delivery.report.only.error": True}, "kafka://x",
+                      on_report=lambda err, msg: None, on_lost=lambda n: None, queue_timeout=0.5,
+                      background=False, unit="notification")
+    p.produce("t.info", b"v0")
+    made[0].capacity = 3
+    for i in (1, 2):
+        p.produce("t.info", b"v%d" % i)
+    refused: list[BufferError] = []
+
+    def send_one_more():
+        try:
+            p.produce("t.info", b"w")
+        except BufferError as exc:
+            refused.append(exc)
+
+    waiting = threading.Thread(target=send_one_more)
+    waiting.start()
+    counts = []
+    while waiting.is_alive():  # sampled for as long as the send waits (queue_timeout)
+        counts.append(p.pending)
+    waiting.join()
+    assert len(refused) == 1 and len(counts) > 1
+    assert max(counts) == 3 and p.pending == 3
+    made[0].down = False
     p.close(0)

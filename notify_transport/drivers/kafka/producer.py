@@ -104,7 +104,7 @@ class _Client:
     """One confluent-kafka client and the thread serving its reports (if any)."""
 
     __slots__ = ("client", "stop", "thread", "draining", "epochs", "queued", "settled", "reports_begun",
-                 "reports_done")
+                 "reports_done", "sends_begun", "sends_done")
 
     def __init__(self) -> None:
         self.client: confluent_kafka.Producer | None = None
@@ -116,6 +116,10 @@ class _Client:
         #: message whose outcome is not yet counted or logged, so it is still held
         self.reports_begun = Counter()
         self.reports_done = Counter()
+        #: produce() calls under way (waiting for room in a full queue included): counted in
+        #: ``queued``, but not held until the call returns
+        self.sends_begun = Counter()
+        self.sends_done = Counter()
         self.stop = threads.Event()
         self.thread: threading.Thread | None = None
         #: a thread took charge of retiring it
@@ -127,19 +131,31 @@ class _Client:
         """What the client holds: messages, and callbacks waiting for a poll.
 
         ``len()`` is librdkafka's out-queue length: the messages not yet
-        confirmed or failed, plus the delivery reports, errors, log lines and
-        statistics waiting to be served. With a broker down, connection errors
-        queue up there; :meth:`messages` serves them first. Neither count can
-        be below the messages really held, so the smaller one is returned: an
-        error event queued after the last report is then never taken for a
-        message. A report another thread is still handling counts as held too:
-        librdkafka no longer counts it, but its outcome is not recorded yet.
+        confirmed or failed (one whose delivery callback is running included),
+        plus the delivery reports, errors, log lines and statistics waiting to
+        be served. With a broker down, connection errors queue up there;
+        :meth:`messages` serves them first. Our own count (:meth:`ours`) is an
+        upper bound too. The smaller one is returned, so neither an error event
+        nor a send being refused is taken for a message, and a message whose
+        callback runs is counted once, not twice (each of those made the count
+        exceed the queue bound while a broker was down).
         """
         try:
             length = len(self.client) if self.client is not None else 0
         except RuntimeError:  # closed
             return 0
-        return min(length, self.unsettled()) + self.reporting()
+        return min(length, self.ours())
+
+    def ours(self) -> int:
+        """Messages handed over and not yet settled, less the produce() calls under way (a send
+        waiting for room in a full queue is not held; one that just succeeded is counted a
+        moment late, never twice), plus the callbacks running (librdkafka still counts their
+        messages)."""
+        # read in this order, a send counted in ``unsettled`` is counted under way too until done
+        sends_done = self.sends_done.value
+        unsettled = self.unsettled()
+        under_way = self.sends_begun.value - sends_done
+        return max(0, unsettled - under_way) + self.reporting()
 
     def reporting(self) -> int:
         """Delivery callbacks running now (done read first, so never below zero)."""
@@ -168,7 +184,7 @@ class _Client:
                 length = len(client)
                 if not client.poll(0):
                     break
-            return min(length, self.unsettled())
+            return min(length, self.ours())
         except RuntimeError:  # closed
             return 0
 
@@ -427,6 +443,7 @@ class KafkaProducer:
             callback = None if on_delivery is None else functools.partial(self._report, handle, on_delivery)
             # counted before the call, so that a report served meanwhile never makes the
             # bound on what the client holds smaller than what it holds
+            handle.sends_begun.incr()
             handle.queued.incr()
             try:
                 try:
@@ -435,6 +452,8 @@ class KafkaProducer:
                 except BaseException:
                     handle.settled.incr()  # refused: the client does not hold it
                     raise
+                finally:
+                    handle.sends_done.incr()
             except KafkaException as exc:
                 err = fatal_error(exc)
                 if err is None:
