@@ -34,7 +34,8 @@ from typing import Callable
 from notify_transport.pipeline import caught_up, decode, dedup, delays, lateness
 from notify_transport.times import parse_duration, spark_interval
 from notify_transport.pipeline.kafka_settings import KafkaSettings
-from notify_transport.pipeline.reading import Subscription, read_decoded
+from notify_transport.pipeline.reading import (Subscription, choose_format, planned_ranges, read_decoded,
+                                               read_ranges)
 from notify_transport.pipeline.run_config import (JOBS, PROGRESS_LOG, PipelineConfig, RunSummary,  # noqa: F401
                                                   default_output)
 from notify_transport.pipeline.sink import BatchParquetWriter
@@ -332,13 +333,42 @@ class PipelineBatch:
 
 # -- running -----------------------------------------------------------------------------------
 
+class ConnectorBatch:
+    """``foreachBatch`` over planned ranges (:func:`.reading.planned_ranges`): reads each
+    micro-batch's ranges with Spark's connector and hands the decoded records to ``batch_fn``."""
+
+    def __init__(self, settings: KafkaSettings, subscription: Subscription, config: PipelineConfig,
+                 batch_fn: Callable) -> None:
+        self.settings, self.subscription, self.batch_fn = settings, subscription, batch_fn
+        self.with_payload = "archive" in config.jobs
+        self.fail_on_data_loss = config.fail_on_data_loss
+
+    def __call__(self, ranges_df, batch_id: int) -> None:
+        spark = ranges_df.sparkSession
+        records = read_ranges(spark, self.settings, self.subscription, ranges_df.collect(),
+                              with_payload=self.with_payload, fail_on_data_loss=self.fail_on_data_loss)
+        if records is None:  # nothing planned: the batch still clears an earlier attempt's files
+            records = spark.createDataFrame([], decode.DECODED_SCHEMA)
+        self.batch_fn(records, batch_id)
+
+
 def start_query(spark, settings: KafkaSettings, subscription: Subscription, config: PipelineConfig,
                 once: bool, batch_fn: Callable):
-    """Start the pipeline's streaming query: Kafka -> decode -> ``batch_fn`` (which deduplicates)."""
-    decoded = read_decoded(spark, settings, subscription, streaming=True, fmt=config.source_format,
-                           with_payload="archive" in config.jobs, starting_offsets=config.starting_offsets,
-                           max_per_trigger=config.max_per_trigger, fail_on_data_loss=config.fail_on_data_loss)
-    writer = (decoded.writeStream.queryName(QUERY_NAME)
+    """Start the pipeline's streaming query: Kafka -> decode -> ``batch_fn`` (which deduplicates).
+
+    Both readers admit the same records per micro-batch: with Spark's connector the query streams
+    the ``notify_kafka`` source's plan and each batch reads its ranges with the connector.
+    """
+    read = dict(starting_offsets=config.starting_offsets, max_per_trigger=config.max_per_trigger,
+                fail_on_data_loss=config.fail_on_data_loss)
+    fmt = choose_format(spark, config.source_format)
+    if fmt == "kafka":
+        stream = planned_ranges(spark, settings, subscription, **read)
+        batch_fn = ConnectorBatch(settings, subscription, config, batch_fn)
+    else:
+        stream = read_decoded(spark, settings, subscription, streaming=True, fmt=fmt,
+                              with_payload="archive" in config.jobs, **read)
+    writer = (stream.writeStream.queryName(QUERY_NAME)
               .outputMode("append").option("checkpointLocation", config.checkpoint_path("pipeline"))
               .foreachBatch(batch_fn))
     writer = (writer.trigger(availableNow=True) if once

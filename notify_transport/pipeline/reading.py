@@ -3,9 +3,15 @@
 Both formats give the same columns and take the same subscription and offset
 options; :func:`read_kafka` picks Spark's JVM connector when it is on the
 classpath (``fmt="auto"``) and the Python data source otherwise.
+
+A streaming pipeline admits the same records per micro-batch on both: the
+``notify_kafka`` source plans every micro-batch (cut on broker time when
+capped), and with the connector :func:`planned_ranges` streams that plan
+while :func:`read_ranges` reads each batch's ranges with the connector.
 """
 from __future__ import annotations
 
+import json
 import logging
 import re
 from typing import Sequence
@@ -119,6 +125,55 @@ def read_kafka(spark, settings: KafkaSettings, subscription: Subscription, *, st
     df = reader.format(fmt).options(**options).load()
     columns: Sequence[str] = ("key", "value", "topic", "partition", "offset", "timestamp", "timestampType")
     return df.select(*columns)
+
+
+def planned_ranges(spark, settings: KafkaSettings, subscription: Subscription, *,
+                   starting_offsets: str = "earliest", max_per_trigger: int | None = None,
+                   fail_on_data_loss: bool = True):
+    """A streaming DataFrame of each micro-batch's offset ranges (:data:`.source.RANGES_SCHEMA`).
+
+    The connector's own ``maxOffsetsPerTrigger`` splits a cap over the
+    partitions by their backlog, so a capped batch could read a later copy of
+    a notification before its first one; the ``notify_kafka`` source cuts on
+    broker time instead, and here it plans without reading.
+    """
+    options = source_options(settings, subscription, FORMAT_NAME, starting_offsets, max_per_trigger,
+                             fail_on_data_loss)
+    options.update({"plannedRanges": "true", "readerTasks": "1"})
+    return spark.readStream.format(FORMAT_NAME).options(**options).load()
+
+
+def ranges_options(rows: Sequence) -> dict[str, str]:
+    """The connector's ``assign``, ``startingOffsets`` and ``endingOffsets`` for planned range rows
+    (a range from a partition's earliest record starts at -2, as the connector spells it)."""
+    assign: dict[str, list[int]] = {}
+    starting: dict[str, dict[str, int]] = {}
+    ending: dict[str, dict[str, int]] = {}
+    for row in rows:
+        topic, partition = row["topic"], int(row["partition"])
+        assign.setdefault(topic, []).append(partition)
+        starting.setdefault(topic, {})[str(partition)] = -2 if row["fromEarliest"] else int(row["startOffset"])
+        ending.setdefault(topic, {})[str(partition)] = int(row["endOffset"])
+    return {"assign": json.dumps(assign, sort_keys=True), "startingOffsets": json.dumps(starting, sort_keys=True),
+            "endingOffsets": json.dumps(ending, sort_keys=True)}
+
+
+def read_ranges(spark, settings: KafkaSettings, subscription: Subscription, rows: Sequence, *,
+                with_payload: bool = True, fail_on_data_loss: bool = True):
+    """The decoded records of planned range ``rows`` (:func:`planned_ranges`), read by the connector
+    as a batch; None when the rows plan nothing."""
+    from notify_transport.pipeline import decode
+
+    if not rows:
+        return None
+    options = settings.spark_kafka_options()
+    options.setdefault("kafka.max.partition.fetch.bytes", str(CONNECTOR_PARTITION_FETCH_BYTES))
+    options.update(ranges_options(rows))
+    options["failOnDataLoss"] = "true" if fail_on_data_loss else "false"
+    columns: Sequence[str] = ("key", "value", "topic", "partition", "offset", "timestamp", "timestampType")
+    records = spark.read.format("kafka").options(**options).load().select(*columns)
+    # one task per core rather than per Kafka partition (see read_decoded)
+    return decode.decode(records.coalesce(read_tasks(spark)), subscription.base_topics, with_payload)
 
 
 def read_decoded(spark, settings: KafkaSettings, subscription: Subscription, *, streaming: bool,

@@ -38,6 +38,12 @@ the same Python worker that read the records (``baseTopics``: the notifier
 topics, comma-separated; ``decodePayload``: false leaves ``payload`` null).
 That saves the records a trip from Python to the JVM and back into a
 decoding UDF: the pipeline reads this way.
+
+With ``plannedRanges`` true a streaming read gives, instead of records, the
+offset ranges each micro-batch admits (:data:`RANGES_SCHEMA`, one row per
+partition): the pipeline hands them to Spark's own connector as a batch
+read, so both readers cut every micro-batch the same way (by broker time)
+and Spark's checkpoint still keeps the progress.
 """
 from __future__ import annotations
 
@@ -48,7 +54,7 @@ from typing import Iterator, Mapping, Sequence
 from pyspark.sql.datasource import DataSource, DataSourceReader, DataSourceStreamReader, InputPartition
 from pyspark.sql.streaming.datasource import (ReadAllAvailable, ReadLimit, ReadMaxRows, ReadMinRows,
                                               SupportsTriggerAvailableNow)
-from pyspark.sql.types import (BinaryType, IntegerType, LongType, StringType, StructField, StructType,
+from pyspark.sql.types import (BinaryType, BooleanType, IntegerType, LongType, StringType, StructField, StructType,
                                TimestampType)
 
 from notify_transport.drivers.kafka import ClusterAdmin, RangeReader
@@ -69,6 +75,16 @@ KAFKA_SCHEMA = StructType([
     StructField("offset", LongType()),
     StructField("timestamp", TimestampType()),
     StructField("timestampType", IntegerType()),
+])
+
+
+#: What a ``plannedRanges`` read gives: one row per Kafka partition range of a micro-batch.
+RANGES_SCHEMA = StructType([
+    StructField("topic", StringType()),
+    StructField("partition", IntegerType()),
+    StructField("startOffset", LongType()),
+    StructField("endOffset", LongType()),
+    StructField("fromEarliest", BooleanType()),
 ])
 
 
@@ -106,6 +122,9 @@ class SourceOptions:
         self.decode = _boolean("decode", opts.get("decode", "false"))
         self.base_topics = tuple(t.strip() for t in opts.get("basetopics", "").split(",") if t.strip())
         self.decode_payload = _boolean("decodePayload", opts.get("decodepayload", "true"))
+        self.planned_ranges = _boolean("plannedRanges", opts.get("plannedranges", "false"))
+        if self.planned_ranges and (self.decode or not streaming):
+            raise ConfigurationError(f"{FORMAT_NAME}: plannedRanges is for streaming reads without decode")
 
 
 class KafkaInputPartition(InputPartition):
@@ -159,7 +178,10 @@ class NotifyKafkaDataSource(DataSource):
         return FORMAT_NAME
 
     def schema(self) -> StructType:
-        if _boolean("decode", {k.lower(): v for k, v in self.options.items()}.get("decode", "false")):
+        opts = {k.lower(): v for k, v in self.options.items()}
+        if _boolean("plannedRanges", opts.get("plannedranges", "false")):
+            return RANGES_SCHEMA
+        if _boolean("decode", opts.get("decode", "false")):
             return decode.DECODED_SCHEMA
         return KAFKA_SCHEMA
 
@@ -200,6 +222,9 @@ class _KafkaReading:
 
         options = self.options
         ranges: tuple[offsets.OffsetRange, ...] = partition.value
+        if options.planned_ranges:  # the plan itself; Spark's connector reads it
+            yield from (tuple(r) for r in ranges)
+            return
         from_earliest = {(r.topic, r.partition) for r in ranges if r.from_earliest}
 
         def on_gone(topic: str, part: int, message: str) -> None:
@@ -306,6 +331,8 @@ class KafkaStreamReader(_KafkaReading, DataSourceStreamReader, SupportsTriggerAv
 
     def partitions(self, start: dict, end: dict) -> list[KafkaInputPartition]:
         ranges = offsets.plan(offsets.from_json(start), offsets.from_json(end))
+        if self.options.planned_ranges:  # a few rows: one task
+            return [KafkaInputPartition(ranges)] if ranges else []
         return input_partitions(ranges, self.options.reader_tasks)
 
     def commit(self, end: dict) -> None:

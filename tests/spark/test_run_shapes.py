@@ -1,18 +1,23 @@
-"""The same outputs whatever the run shape, with duplicates spread over partitions (issue 23).
+"""The same outputs whatever the run shape, with duplicates spread over partitions.
 
 Copies of one message id sit in different partitions; some second copies sit
 in a lower partition than the first, behind newer notifications there, so
-keeping the wrong copy makes it late. The kept copy must be the first by
-broker time (ties: topic, partition, offset) in: one uncapped run; a run
-followed by an incremental run; a capped catch-up whose process is killed
-with SIGKILL, then finished. Archive, errors, late counts and
-statistics must be identical in the three, with Spark's Kafka connector on
-Apache Kafka and on noida, and with the ``notify_kafka`` source.
+keeping the wrong copy makes it late. A fourth partition holds nothing but
+later copies, sent at the very end between new notifications: a cap split
+over the partitions by backlog (the connector's own ``maxOffsetsPerTrigger``)
+reads one of them in the first capped batch, long before its first copy.
+The kept copy must be the first by broker time (ties: topic, partition,
+offset) in: one uncapped run; a run followed by an incremental run; a capped
+catch-up whose process is killed with SIGKILL twice at random points, then
+finished. Archive, errors, late counts and statistics must be identical in
+the three, with Spark's Kafka connector on Apache Kafka and on noida, and
+with the ``notify_kafka`` source.
 """
 from __future__ import annotations
 
 import datetime
 import os
+import random
 import signal
 import subprocess
 import sys
@@ -41,11 +46,12 @@ class Plan:
     def __init__(self, producer, base: str) -> None:
         self.producer = producer
         self.info, self.error = f"{base}.info", f"{base}.error"
-        producer.create_topics({self.info: 3, self.error: 1})
+        producer.create_topics({self.info: 4, self.error: 1})
         self.start_ms = int(time.time() * 1000) - 3_600_000
         self.sequence = 0
         self.first_copy: dict[str, tuple[int, str, int]] = {}  # id -> (broker ms, topic, partition)
         self.now = utc(600)
+        self.sent_info: dict[int, dict] = {}  # i -> notification first sent to the info topic
 
     def send(self, topic: str, partition: int, message: dict, same_ms_as_previous: bool = False) -> None:
         if not same_ms_as_previous:
@@ -66,6 +72,11 @@ class Plan:
                                                  "ERROR" if topic == self.error else "INFO",
                                                  timestamp=self.now + STEP * i)
             self.send(topic, partition, message)
+            if topic == self.info:
+                self.sent_info[i] = message
+            if first and i >= first + count - 16 and i % 2 and i - 90 in self.sent_info:
+                # a later copy in the partition of copies only, between new notifications
+                self.send(self.info, 3, self.sent_info[i - 90])
             if topic == self.info and i % 7 == 2 and i < 200:
                 pending[i + 40] = (message, max(0, partition - 1) if partition else 2)
             if topic == self.info and i % 23 == 5:  # a copy with the same broker time: lower partition wins
@@ -99,8 +110,10 @@ def _commits(checkpoint: Path) -> int:
     return len([p for p in folder.iterdir() if p.name.isdigit()]) if folder.is_dir() else 0
 
 
-def _run_killed(command: list[str], checkpoint: Path, more_commits: int, timeout: float = 240.0) -> None:
-    """Run ``command`` until the query committed ``more_commits`` more batches, then SIGKILL it."""
+def _run_killed(command: list[str], checkpoint: Path, more_commits: int, then: float = 0.0,
+                timeout: float = 240.0) -> None:
+    """Run ``command`` until the query committed ``more_commits`` more batches, then, ``then`` seconds
+    later (most likely in the middle of the next batch), SIGKILL it."""
     before = _commits(checkpoint)
     # a class cache of its own; the jars stay where the set-up put them
     env = {**os.environ, "XDG_CACHE_HOME": str(checkpoint.parent / "cache"),
@@ -113,6 +126,7 @@ def _run_killed(command: list[str], checkpoint: Path, more_commits: int, timeout
             assert process.poll() is None, f"the pipeline exited with {process.returncode}"
             assert time.monotonic() < deadline, "the capped run made no progress"
             time.sleep(0.1)  # polling the checkpoint folder, not waiting for a time
+        time.sleep(then)
     finally:
         os.killpg(process.pid, signal.SIGKILL)  # the run, its JVM and Python workers: a crash
         process.wait(30)
@@ -163,9 +177,13 @@ def test_kept_copies_and_outputs_are_identical_in_every_run_shape(spark, reading
                "--output", str(capped), "--source", source, "--lateness", LATENESS,
                "--max-records-per-trigger", str(CAP), "--trigger-interval", "1 second", "--continuous"]
     checkpoint = capped / "_checkpoints"
-    _run_killed(command, checkpoint, 2)
+    seed = random.randrange(1 << 30)
+    kill_points = random.Random(seed)
+    for _ in range(2):
+        _run_killed(command, checkpoint, kill_points.randint(1, 3), then=kill_points.uniform(0.0, 1.0))
     rest = jobs.run(spark, settings, subscription, config(capped, CAP), once=True)
-    assert rest.batches >= 2 and _commits(checkpoint) >= 4  # cut once, finished in capped batches
+    shape = f"kill points of seed {seed}"
+    assert rest.batches >= 2 and _commits(checkpoint) >= 4, shape  # cut twice, finished in capped batches
 
     archived = {row["message_id"]: (row["topic"], row["partition"]) for row in ds.dataset(
         str(uncapped / "archive"), format="parquet", partitioning="hive").to_table(
@@ -173,12 +191,13 @@ def test_kept_copies_and_outputs_are_identical_in_every_run_shape(spark, reading
     assert archived == {mid: (topic, partition) for mid, (_, topic, partition) in plan.first_copy.items()}
     assert whole.late == first.late + second.late == 1
     assert whole.earlier_duplicates == first.earlier_duplicates + second.earlier_duplicates == 0
+    assert rest.earlier_duplicates == 0, shape
 
     for output in (incremental, capped):
-        assert _archive(output) == _archive(uncapped)
-        assert _errors(output) == _errors(uncapped)
-        assert _partials(output).equals(_partials(uncapped))
-        assert load_stats(output / "stats").equals(load_stats(uncapped / "stats"))
+        assert _archive(output) == _archive(uncapped), (output.name, shape)
+        assert _errors(output) == _errors(uncapped), (output.name, shape)
+        assert _partials(output).equals(_partials(uncapped)), (output.name, shape)
+        assert load_stats(output / "stats").equals(load_stats(uncapped / "stats")), (output.name, shape)
     producer.delete_topics([plan.info, plan.error])
 
 
