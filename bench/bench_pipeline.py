@@ -31,7 +31,8 @@ One run, one broker, one topic of N oslo ``messagingv2`` notifications
   ``notify-transport pipeline run --once`` command (Python and JVM start
   included) on ``--cli-topics`` topics of ``--cli-partitions`` partitions:
   the first run over ``--cli-messages`` notifications, a run with nothing
-  new, and a run with ``--incremental`` new notifications; each starts once
+  new, and a run with ``--incremental`` new notifications, per ``--sources``
+  reader (``--source`` of the command, topics of its own); each starts once
   the machine is quiet (:func:`wait_quiet`, the wait recorded in the JSON).
 
 The broker is Apache Kafka (one KRaft node) unless ``--kafka-broker noida``,
@@ -435,35 +436,40 @@ def _incremental_phases(args, bootstrap: str, base: str, budget: Budget, results
 
 
 def _cli_phases(args, bootstrap: str, run_id: str, work: Path, budget: Budget, results: dict) -> None:
-    """Wall time of ``notify-transport pipeline run --once``: first run, nothing new, incremental run."""
-    topics = [f"benchcli-{run_id}-{k:02d}.info" for k in range(args.cli_topics)]
-    admin = AdminClient({"bootstrap.servers": bootstrap})
-    try:
-        spread(bootstrap, topics, args.cli_partitions, args.cli_messages, create=True)
-        command = _cli_command() + ["pipeline", "run", "--once", "--transport-url", f"kafka://{bootstrap}",
-                                    "--kafka-topics", ",".join(topics), "--output", str(work / "cli")]
-        shape = f"{args.cli_topics}x{args.cli_partitions}"
-        for name, new in ((f"cli first run, {shape}", args.cli_messages), (f"cli nothing new, {shape}", 0),
-                          (f"cli {args.incremental} new, {shape}", args.incremental)):
-            if budget.left() < 60:
-                return
-            if name.startswith(f"cli {args.incremental} new"):
-                spread(bootstrap, topics, args.cli_partitions, args.incremental)
-            quiet_after = wait_quiet()
-            started = time.perf_counter()
-            done = subprocess.run(command, capture_output=True, text=True, timeout=max(60.0, budget.left() - 30))
-            seconds = time.perf_counter() - started
-            summary = _last_json(done.stdout) if done.returncode == 0 else {}
-            rows = int(summary.get("notifications", -1))
-            results["phases"][name] = {"rows": rows, "seconds": round(seconds, 3), "rate": round(
-                rows / seconds, 1) if rows > 0 else 0.0, "complete": rows == new, "wall": True,
-                "waited_for_quiet_seconds": quiet_after}
-            LOG.info("%-26s %8d rows %8.2f s wall%s", name, rows, seconds,
-                     "" if rows == new else f"  (INCOMPLETE: {done.stderr[-500:]})")
-    finally:
-        with contextlib.suppress(Exception):
-            for future in admin.delete_topics(topics).values():
-                future.result(30)
+    """Wall time of ``notify-transport pipeline run --once`` per reader: first run, nothing new,
+    incremental run (each reader on topics and an output of its own)."""
+    for source in args.sources:
+        topics = [f"benchcli-{run_id}-{source}-{k:02d}.info" for k in range(args.cli_topics)]
+        admin = AdminClient({"bootstrap.servers": bootstrap})
+        try:
+            spread(bootstrap, topics, args.cli_partitions, args.cli_messages, create=True)
+            command = _cli_command() + ["pipeline", "run", "--once", "--transport-url", f"kafka://{bootstrap}",
+                                        "--kafka-topics", ",".join(topics), "--source", source,
+                                        "--output", str(work / f"cli-{source}")]
+            shape = f"{args.cli_topics}x{args.cli_partitions}"
+            for label, new in ((f"cli first run, {shape}", args.cli_messages), (f"cli nothing new, {shape}", 0),
+                               (f"cli {args.incremental} new, {shape}", args.incremental)):
+                if budget.left() < 60:
+                    return
+                name = f"{label} [{source}]"
+                if new and not label.startswith("cli first run"):
+                    spread(bootstrap, topics, args.cli_partitions, new)
+                quiet_after = wait_quiet()
+                started = time.perf_counter()
+                done = subprocess.run(command, capture_output=True, text=True,
+                                      timeout=max(60.0, budget.left() - 30))
+                seconds = time.perf_counter() - started
+                summary = _last_json(done.stdout) if done.returncode == 0 else {}
+                rows = int(summary.get("notifications", -1))
+                results["phases"][name] = {"rows": rows, "seconds": round(seconds, 3), "rate": round(
+                    rows / seconds, 1) if rows > 0 else 0.0, "complete": rows == new, "wall": True,
+                    "waited_for_quiet_seconds": quiet_after}
+                LOG.info("%-40s %8d rows %8.2f s wall%s", name, rows, seconds,
+                         "" if rows == new else f"  (INCOMPLETE: {done.stderr[-500:]})")
+        finally:
+            with contextlib.suppress(Exception):
+                for future in admin.delete_topics(topics).values():
+                    future.result(30)
 
 
 #: the machine counts as quiet below this share of its CPU time busy (all cores), over QUIET_WINDOW seconds

@@ -1,7 +1,7 @@
 """How soon Kafka listeners are ready: the demo's shape, timed per listener, under one group protocol.
 
-Issue 30 asks that a listener be ready within 1 s of ``start()`` and that the
-demo's four listeners in two pools, started one after another, be all ready
+The targets: a listener ready within 1 s of ``start()``, and the
+demo's four listeners in two pools, started one after another, all ready
 within 2 s. ``measure`` runs exactly the demo's exchange (``notify-transport
 demo``: its topic of two partitions, four listeners in two pools, 300
 notifications that every pool must receive exactly once) on the given broker

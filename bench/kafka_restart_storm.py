@@ -3,7 +3,7 @@
 Eight threads share one transport and send at about 400 notifications per
 second in all while the broker is SIGKILLed, kept down for 3 s and started
 again on the same port (and, for noida-db, the same data) three times.
-Measured (issue 19):
+Measured:
 
 * sends failed (raised by ``Notifier.info`` or reported failed later), of sent;
 * the longest single ``Notifier.info`` call (the product promises <= 10 s);

@@ -63,7 +63,7 @@ class Measure:
 
 
 def _storm_rows(key: str, broker: str) -> tuple[Measure, ...]:
-    """The broker restart storm's rows for one broker (issue 19's goals as targets); ours only:
+    """The broker restart storm's rows for one broker (the delivery goals as targets); ours only:
     the storm counts through notify-transport's delivery stats, which oslo.messaging lacks."""
     ours = ("ours",)
     return (
@@ -79,7 +79,7 @@ def _storm_rows(key: str, broker: str) -> tuple[Measure, ...]:
 
 
 def _cluster_rows(key: str, fault: str, exact: bool) -> tuple[Measure, ...]:
-    """A three-node Apache Kafka fault under the storm's load (issue 30's goals as targets):
+    """A three-node Apache Kafka fault under the storm's load (the delivery and readiness goals as targets):
     ``exact`` faults (one node at a time) must cost nothing at all."""
     ours = ("ours",)
     return (
@@ -98,7 +98,7 @@ def _cluster_rows(key: str, fault: str, exact: bool) -> tuple[Measure, ...]:
 
 def _readiness_rows(key: str, protocol: str) -> tuple[Measure, ...]:
     """The demo's four listeners in two pools, started one after another, under one group
-    protocol (issue 30's readiness goals as targets)."""
+    protocol (the readiness goals as targets)."""
     ours = ("ours",)
     return (
         Measure(key, f"Kafka listeners ready, {protocol} protocol (demo: 4 in 2 pools): slowest start()",
@@ -108,7 +108,7 @@ def _readiness_rows(key: str, protocol: str) -> tuple[Measure, ...]:
 
 
 def _rabbit_cluster_rows(key: str, fault: str) -> tuple[Measure, ...]:
-    """RPC on a three-node RabbitMQ cluster during a fault (issue 32's goals as targets), ours and
+    """RPC on a three-node RabbitMQ cluster during a fault (the RPC availability goals as targets), ours and
     oslo.messaging's rabbit driver side by side."""
     both = ("ours", "oslo")
     return (

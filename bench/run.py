@@ -78,7 +78,7 @@ class Sizes:
     serve_partitions: int = 4
     serve_count: int = 100_000
     serve_max_seconds: float = 60.0
-    #: broker restart storm (issue 19): SIGKILL + restart cycles per broker, seconds down each
+    #: broker restart storm: SIGKILL + restart cycles per broker, seconds down each
     storm_cycles: int = 3
     storm_down: float = 3.0
 

@@ -13,6 +13,7 @@ import time
 from typing import Iterator
 
 import pytest
+from oslo_config import cfg
 
 from notify_transport.transport import open_transport_drivers
 from session_brokers import apache_kafka, noida  # noqa: F401 - session fixtures of every folder
@@ -32,6 +33,14 @@ def _join_new_threads(before: set[threading.Thread], timeout: float) -> list[thr
         if thread.is_alive():
             left.append(thread)
     return left
+
+
+@pytest.fixture
+def conf() -> cfg.ConfigOpts:
+    """A configuration of the test's own, parsed with no arguments (no file, no command line)."""
+    opts = cfg.ConfigOpts()
+    opts([])
+    return opts
 
 
 @pytest.fixture(autouse=True)

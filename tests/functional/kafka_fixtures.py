@@ -74,6 +74,12 @@ def kafka_broker(request: pytest.FixtureRequest) -> Broker:
 
 
 @pytest.fixture
+def broker(kafka_broker: Broker) -> Broker:
+    """:func:`kafka_broker` under the shorter name the CLI, serve and service tests use."""
+    return kafka_broker
+
+
+@pytest.fixture
 def own_noida(tmp_path: Any) -> Iterator[NoidaBroker]:
     """A noida-db broker of the test's own (data in its tmp_path), for tests that stop or kill it."""
     broker = NoidaBroker(data_dir=tmp_path / "data")
@@ -211,17 +217,21 @@ def committed_total(bootstrap: str, group: str, topic: str) -> int:
 
 class IdRecorder:
     """A notification endpoint for the info priority that keeps, thread-safely, every payload and
-    its ``"i"`` (the tests number their notifications so)."""
+    its number (``payload[key]``: the tests number their notifications so; -1 for a payload
+    without one). ``result(payload)``, when given, is what the endpoint returns (e.g. a requeue)."""
 
-    def __init__(self) -> None:
+    def __init__(self, key: str = "i", result: Callable[[dict], Any] | None = None) -> None:
+        self.key = key
+        self.result = result
         self.payloads: list[dict] = []
         self.ids: list[int] = []
         self._lock = threading.Lock()
 
-    def info(self, ctxt: Any, publisher_id: str, event_type: str, payload: dict, metadata: Any) -> None:
+    def info(self, ctxt: Any, publisher_id: str, event_type: str, payload: dict, metadata: Any) -> Any:
         with self._lock:
             self.payloads.append(payload)
-            self.ids.append(payload.get("i", -1) if isinstance(payload, dict) else -1)
+            self.ids.append(payload.get(self.key, -1) if isinstance(payload, dict) else -1)
+        return self.result(payload) if self.result is not None else None
 
 
 def listener_start_error(transport: Any, topic: str, pool: str) -> str:

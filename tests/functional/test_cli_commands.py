@@ -14,7 +14,7 @@ import uuid
 from typing import Any, Iterator
 
 import pytest
-from kafka_fixtures import KAFKA_BROKERS, settled
+from kafka_fixtures import settled
 from waits import time_between_batches, wait_for_clock, wait_until
 from confluent_kafka.admin import AdminClient
 
@@ -23,12 +23,6 @@ from notify_transport.cli import main as cli_main
 from notify_transport.times import format_time
 
 pytestmark = pytest.mark.functional
-
-
-@pytest.fixture(params=KAFKA_BROKERS)
-def broker(request: pytest.FixtureRequest) -> Any:
-    """noida-db, and the cluster named by $NOTIFY_TRANSPORT_KAFKA_BOOTSTRAP when set."""
-    return request.getfixturevalue(request.param)
 
 
 # -- helpers ---------------------------------------------------------------------------------

@@ -21,16 +21,10 @@ import pytest
 from waits import time_between_batches, wait_until
 
 import notify_transport as nt
-from kafka_fixtures import KAFKA_BROKERS
 
 pytestmark = pytest.mark.functional
 
 CLI = [sys.executable, "-m", "notify_transport.cli.main"]
-
-
-@pytest.fixture(params=KAFKA_BROKERS)
-def broker(request: pytest.FixtureRequest) -> Any:
-    return request.getfixturevalue(request.param)
 
 
 def vhost() -> str:

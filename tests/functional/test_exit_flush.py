@@ -1,4 +1,4 @@
-"""A process that sends and exits without cleanup() delivers what it sent (issue 19, section 3).
+"""A process that sends and exits without cleanup() delivers what it sent.
 
 Each case runs exit_sender.py in a child process, through notify_transport on
 ``kafka://`` and through oslo.messaging's public API on ``ntkafka://``,
@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from kafka_fixtures import KAFKA_BROKERS, SESSION_PREFIX
+from kafka_fixtures import SESSION_PREFIX
 from notify_transport.testing.brokers import free_port
 
 pytestmark = pytest.mark.functional
@@ -31,7 +31,6 @@ COUNT = 20
 RUN_TIMEOUT = 120.0
 #: Far beyond RUN_TIMEOUT: a child that waited for its messages' own timeout would hang the test.
 LONG_DELIVERY_TIMEOUT = 600
-BROKERS = KAFKA_BROKERS
 #: Every API in both modes. ("nt", "eventlet") hung at its first send before notify_transport's
 #: own API ran the Kafka driver on native threads under monkey-patching (its delivery-report
 #: thread was a green thread looping on a blocking librdkafka poll): it fails on RUN_TIMEOUT.
@@ -69,11 +68,6 @@ def received_seqs(driver, topic: str) -> list[int]:
         return sorted(json.loads(json.loads(r.value)["oslo.message"])["payload"]["seq"] for r in reader)
     finally:
         reader.close()
-
-
-@pytest.fixture(params=BROKERS)
-def broker(request: pytest.FixtureRequest):
-    return request.getfixturevalue(request.param)
 
 
 @pytest.fixture

@@ -14,7 +14,7 @@ copy), not failed.
 * notifier: every notification sent from 10 s after the broker answers again
   is delivered, and every one sent meanwhile is in the topic or counted as
   failed (``delivery_stats()``), nothing pending at the end;
-* storm (issue 19.2): 8 threads sharing one transport at 400 msg/s across
+* storm: 8 threads sharing one transport at 400 msg/s across
   three 3 s restarts, on noida-db and Tansu: at most 1% of sends fail,
   no ``Notifier.info()`` call blocks longer than 10 s (a product guarantee),
   ``delivered + failed + pending == sent``, and every notification not

@@ -1,4 +1,4 @@
-"""A hostile batch (issue 11): deeply nested, huge, forged headers, invalid UTF-8, among valid ones.
+"""A hostile batch: deeply nested, huge, forged headers, invalid UTF-8, among valid ones.
 
 In both delivery modes the listener never stops, no valid neighbour is lost,
 every hostile record is dead-lettered to the dead-letter topic of the topic it
@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import collections
 import json
-import threading
 import uuid
 
 import pytest
@@ -17,7 +16,7 @@ from confluent_kafka.admin import AdminClient
 
 import notify_transport
 from notify_transport import NotificationResult, Target
-from kafka_fixtures import settled as listener_settled
+from kafka_fixtures import IdRecorder, settled as listener_settled
 from waits import wait_until
 
 pytestmark = [pytest.mark.functional, pytest.mark.slow]
@@ -54,19 +53,6 @@ def hostile_records() -> list[tuple[bytes | None, list[tuple[str, bytes]] | None
     ]
 
 
-class Endpoint:
-    def __init__(self) -> None:
-        self.seen: list[int] = []
-        self.lock = threading.Lock()
-
-    def info(self, ctxt, publisher_id, event_type, payload, metadata):
-        with self.lock:
-            self.seen.append(payload["n"])
-        return NotificationResult.REQUEUE if payload.get("requeue") else NotificationResult.HANDLED
-
-
-
-
 def dead_letter_count(bootstrap: str, topic: str) -> int:
     """Records in ``topic`` (one partition), from its watermarks."""
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"count-{uuid.uuid4().hex}"})
@@ -93,7 +79,8 @@ def test_hostile_batch_never_stops_the_listener_nor_loses_a_neighbour(kafka_boot
     main = f"{topic}.info"
     pool = f"hostile-{uuid.uuid4().hex[:6]}"
     transport = notify_transport.get_notification_transport(kafka_conf, kafka_bootstrap.url())
-    endpoint = Endpoint()
+    endpoint = IdRecorder("n", lambda payload: NotificationResult.REQUEUE if payload.get("requeue")
+                          else NotificationResult.HANDLED)
     options = {"delivery_mode": mode, "dead_letter_topic": "{topic}.dlq"}
     if mode == "at_least_once":
         options.update(retry_delay=0.2, max_attempts=2, commit_interval=0.2)
@@ -129,14 +116,14 @@ def test_hostile_batch_never_stops_the_listener_nor_loses_a_neighbour(kafka_boot
 
         def settled():
             metrics = server.metrics()
-            return (len(set(endpoint.seen)) >= VALID and metrics["undecodable"] >= bad
+            return (len(set(endpoint.ids)) >= VALID and metrics["undecodable"] >= bad
                     and metrics["dead_lettered"] >= bad + len(requeued))
 
-        assert wait_until(settled, 60), (server.metrics(), collections.Counter(endpoint.seen).most_common(8))
+        assert wait_until(settled, 60), (server.metrics(), collections.Counter(endpoint.ids).most_common(8))
         assert wait_until(lambda: listener_settled(server), 30, interval=0.2)  # nothing more arrives
         metrics = server.metrics()
         assert server._thread is not None and server._thread.is_alive()  # never stopped
-        counts = collections.Counter(endpoint.seen)
+        counts = collections.Counter(endpoint.ids)
         assert set(counts) == set(range(VALID))  # no neighbour lost
         for n, times in counts.items():
             assert times == (2 if n in requeued else 1), (n, times)  # requeued ones: one retry

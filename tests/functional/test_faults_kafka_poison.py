@@ -10,7 +10,6 @@ from __future__ import annotations
 import collections
 import json
 import random
-import threading
 import uuid
 
 import pytest
@@ -20,7 +19,7 @@ import notify_transport
 from notify_transport import Notifier, Target
 from notify_transport.drivers.envelope import decode_notification
 from notify_transport.exceptions import DecodeError
-from kafka_fixtures import settled
+from kafka_fixtures import IdRecorder, settled
 from waits import wait_until
 
 pytestmark = [pytest.mark.functional, pytest.mark.slow]
@@ -76,18 +75,6 @@ def bad_record(rng: random.Random) -> tuple[bytes | None, bytes | None]:
     return key, value
 
 
-class Endpoint:
-    def __init__(self) -> None:
-        self.seen: list[int] = []
-        self.lock = threading.Lock()
-
-    def info(self, ctxt, publisher_id, event_type, payload, metadata):
-        with self.lock:
-            self.seen.append(payload["n"])
-
-
-
-
 def test_generated_records_are_what_they_claim():
     """The generator's bad records are undecodable and its good ones decode (no self-deception)."""
     rng = random.Random(11)
@@ -105,7 +92,7 @@ def test_poison_and_fuzz_are_dead_lettered_good_ones_dispatched_once(kafka_broke
     kafka_topic = f"{topic}.info"
     transport = notify_transport.get_notification_transport(
         kafka_conf, kafka_broker.url(topic_partitions=PARTITIONS))
-    endpoint = Endpoint()
+    endpoint = IdRecorder("n")
     server = notify_transport.get_notification_listener(
         transport, [Target(topic=topic)], [endpoint], pool=f"fuzz-{uuid.uuid4().hex[:6]}",
         delivery_mode="at_least_once", workers=4, commit_interval=0.2)
@@ -144,13 +131,13 @@ def test_poison_and_fuzz_are_dead_lettered_good_ones_dispatched_once(kafka_broke
         assert len(bad_at) == BAD and total_bytes < 2_000_000
 
         assert wait_until(lambda: server.metrics()["dead_lettered"] >= BAD
-                          and len(endpoint.seen) >= GOOD, 90), server.metrics()
+                          and len(endpoint.ids) >= GOOD, 90), server.metrics()
         assert wait_until(lambda: settled(server), 30, interval=0.2)  # nothing more arrives
         metrics = server.metrics()
         assert server._thread is not None and server._thread.is_alive()  # never stopped
 
         # every good notification dispatched exactly once
-        counts = collections.Counter(endpoint.seen)
+        counts = collections.Counter(endpoint.ids)
         assert set(counts) == set(range(GOOD)) and set(counts.values()) == {1}
         assert (metrics["received"], metrics["dispatched"]) == (GOOD, GOOD)
         # every bad record dead-lettered, exactly once, with its coordinates and bytes
@@ -178,7 +165,7 @@ def test_poison_and_fuzz_are_dead_lettered_good_ones_dispatched_once(kafka_broke
         Notifier(transport, publisher_id="after", driver="messagingv2", topics=[topic]).info(
             {}, "e", {"n": -1})
         assert transport.flush(10) == 0
-        assert wait_until(lambda: -1 in endpoint.seen, 10)
+        assert wait_until(lambda: -1 in endpoint.ids, 10)
         print(f"\n{BAD} bad + {GOOD} good records, {total_bytes} bytes: dead-lettered "
               f"{metrics['dead_lettered']}, dispatched {metrics['dispatched']}")
     finally:

@@ -1,4 +1,4 @@
-"""One OpenStack-style service, one config file, two libraries (issue 12 "Done when").
+"""One OpenStack-style service, one config file, two libraries.
 
 The service script does RPC on RabbitMQ (``[DEFAULT] transport_url``) and sends
 notifications to Kafka with a vhost (``[oslo_messaging_notifications]
@@ -18,11 +18,9 @@ import sys
 import textwrap
 import uuid
 from pathlib import Path
-from typing import Any
 
 import pytest
 
-from kafka_fixtures import KAFKA_BROKERS
 
 pytestmark = pytest.mark.functional
 
@@ -109,11 +107,6 @@ rpc_transport.cleanup()
 notify_transport.cleanup()
 print(json.dumps({{name: sorted(p.got) for name, p in pools.items()}}))
 '''
-
-
-@pytest.fixture(params=KAFKA_BROKERS)
-def broker(request: pytest.FixtureRequest) -> Any:
-    return request.getfixturevalue(request.param)
 
 
 def service_script(library: str) -> str:

@@ -389,7 +389,7 @@ def test_hooks_and_metrics(api, kafka_broker, unique_topic):
     def log(name):
         def record(*args):
             with lock:
-                events.append((name,) + args)
+                events.append((name,) + args + (time.perf_counter(),))  # the clock dispatch is timed on
         return record
 
     hooks = ListenerHooks(before_dispatch=log("before"), after_dispatch=log("after"),
@@ -423,8 +423,16 @@ def test_hooks_and_metrics(api, kafka_broker, unique_topic):
     assert (dead.original_offset, dead.attempts, dead.error, dead.topic) == (
         2, 2, "ValueError: always", f"{topic}.info.dlq")
     after = [e for e in events if e[0] == "after"]
-    assert all(e[3] >= 0 for e in after) and {e[2] for e in after} == {
-        NotificationResult.HANDLED, NotificationResult.REQUEUE}
+    # the seconds after_dispatch gets are those of the dispatch: within its own before/after hooks
+    timed = []
+    called: dict[int, float] = {}  # message -> when its latest before_dispatch ran
+    for e in events:
+        if e[0] == "before":
+            called[id(e[1])] = e[-1]
+        elif e[0] == "after":
+            timed.append(0 < e[3] < e[-1] - called[id(e[1])])
+    assert len(timed) == 5 and all(timed), after
+    assert {e[2] for e in after} == {NotificationResult.HANDLED, NotificationResult.REQUEUE}
     assert ("assign", sorted([(f"{topic}.info", 0), (f"{topic}.info.retry.{server.pool}", 0)])) in [
         (e[0], sorted(e[1])) for e in events if e[0] == "assign"]
     assert any(e[0] == "commit" and e[2] is None for e in events)

@@ -1,4 +1,4 @@
-"""A service restarted right after a crash starts its listener (issue 12 item 6).
+"""A service restarted right after a crash starts its listener.
 
 The group coordinator evicts the SIGKILLed predecessor only ``session_timeout``
 after its last heartbeat, and the new listener gets its partitions after that.

@@ -1,4 +1,4 @@
-"""A TLS misconfiguration is reported with its cause (issue 11, item 8), on a PLAINTEXT broker.
+"""A TLS misconfiguration is reported with its cause, on a PLAINTEXT broker.
 
 A missing CA file fails when the transport is built, naming the option and
 the file; a valid CA file used against a listener that does not speak TLS

@@ -17,7 +17,7 @@ from confluent_kafka.admin import AdminClient
 from oslo_config import cfg
 
 import notify_transport as nt
-from kafka_fixtures import KAFKA_BROKERS, group_offsets
+from kafka_fixtures import group_offsets
 
 pytestmark = pytest.mark.functional
 
@@ -25,12 +25,6 @@ oslo_messaging = pytest.importorskip("oslo_messaging")
 oslo_context = pytest.importorskip("oslo_context.context")
 
 PAYLOAD = {"instance_id": "i-1", "nested": {"list": [1, {"x": None}], "unicode": "héllo ✓"}, "n": 3.5}
-
-
-@pytest.fixture(params=KAFKA_BROKERS)
-def broker(request: pytest.FixtureRequest) -> Any:
-    """noida-db, and the cluster named by $NOTIFY_TRANSPORT_KAFKA_BOOTSTRAP when set."""
-    return request.getfixturevalue(request.param)
 
 
 class Recorder:

@@ -238,7 +238,7 @@ def _queue_types(cluster, prefix: str) -> dict[str, str]:
 def test_oslo_rabbit_and_ntrabbit_share_the_clusters_quorum_queues(rabbit_cluster):
     """A mixed deployment on the cluster, same options: oslo.messaging's ``rabbit://`` and our
     ``ntrabbit://`` declare the same quorum queues, serve one topic together and exchange
-    notifications both ways (issue 32, item 3)."""
+    notifications both ways."""
     import oslo_messaging
     from oslo_config import cfg
 
@@ -331,7 +331,7 @@ def _answers(client, server: str) -> bool:
 def test_a_notification_requeued_past_the_delivery_limit_is_dead_lettered(rabbit_cluster, cluster_transports):
     """``rabbit_quorum_delivery_limit``: the quorum queue hands a requeued notification out at most
     limit + 1 times, then dead-letters it through the exchange an operator's policy names; it is
-    neither lost nor redelivered forever (issue 32, item 3)."""
+    neither lost nor redelivered forever."""
     import pika
 
     limit = 2

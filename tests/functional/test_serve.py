@@ -26,7 +26,7 @@ from waits import wait_until
 from oslo_config import cfg
 
 import notify_transport as nt
-from kafka_fixtures import KAFKA_BROKERS, committed_total
+from kafka_fixtures import committed_total
 
 pytestmark = pytest.mark.functional
 
@@ -35,12 +35,6 @@ ROOT = Path(__file__).resolve().parents[2]
 #: Generous: two consumer groups join in parallel on a loaded 2-core machine.
 START_TIMEOUT = 90.0
 STOP_TIMEOUT = 20.0
-
-
-@pytest.fixture(params=KAFKA_BROKERS)
-def broker(request: pytest.FixtureRequest) -> Any:
-    """noida-db, and the cluster named by $NOTIFY_TRANSPORT_KAFKA_BOOTSTRAP when set."""
-    return request.getfixturevalue(request.param)
 
 
 @pytest.fixture(scope="session")

@@ -4,7 +4,7 @@ The backlog covers three days of notification time, unevenly over the
 partitions: one partition holds only the last hour, another has most of its
 records in the first hours. Capped micro-batches then advance the partitions'
 notification time very unevenly, which with one global watermark dropped
-on-time notifications of the slower partitions (issue 16). The run is the
+on-time notifications of the slower partitions. The run is the
 operator's: continuous with a small ``--max-records-per-trigger``, stopped,
 restarted, stopped, then finished with ``--once``; the statistics must then
 hold every notification of the archive except the one truly late one.

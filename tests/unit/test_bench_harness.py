@@ -363,7 +363,7 @@ def test_ntrabbit_round_records_prefixed_keys_in_ours_and_oslo_columns(monkeypat
     assert f"{r.prefix}-ntr-eventlet-oslo.bench-server" in vhost._queues
 
 
-# -- listener readiness (issue 30's targets: each start() <= 1 s, the demo's four <= 2 s) --------
+# -- listener readiness (targets: each start() <= 1 s, the demo's four <= 2 s) --------
 
 def test_readiness_runs_both_protocols_on_apache_kafka_and_keeps_the_median_round(monkeypatch):
     calls, times = [], iter([3.0, 1.5, 1.3, 1.6, 1.4, 1.5])

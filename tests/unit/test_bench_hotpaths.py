@@ -287,16 +287,24 @@ def test_the_listen_profile_counts_commits_and_waits_then_puts_the_functions_bac
     from bench.profile_hot import _commit_timing
     from notify_transport.drivers.kafka.delivery import commit
 
+    inside: list[float] = []
+
     class Consumer:
         def commit(self, offsets=None, asynchronous=True):
+            inside.append(time.perf_counter())
             return offsets
 
     real_commit, real_wait = commit.commit_sync, commit._CommitJob.__call__
     offsets = [TopicPartition("t", 0, 5)]
     with _commit_timing() as totals:
+        before = time.perf_counter()
         assert commit.commit_sync(Consumer(), offsets) == (offsets, None)
+        committed = time.perf_counter()
         job = commit._CommitJob(offsets, lambda _offsets, _err: None)
         job.done.set()
         job()
-    assert totals["count"] == 1 and totals["seconds"] >= 0 and totals["waited"] >= 0
+        waited = time.perf_counter() - committed
+    # the commit's time is the call's: it encloses the consumer's commit and lies within the test's
+    assert totals["count"] == 1 and before < inside[0] and 0 < totals["seconds"] < committed - before
+    assert 0 < totals["waited"] < waited
     assert commit.commit_sync is real_commit and commit._CommitJob.__call__ is real_wait

@@ -2,20 +2,12 @@
 import threading
 
 import pytest
-from oslo_config import cfg
 
 import notify_transport as nt
 from notify_transport import rpc
 from notify_transport.server import MessageHandlingServer
 from tests.unit.test_rpc_server import Driver, Endpoint, Request, wait_until
 from notify_transport.transport import RPCTransport
-
-
-@pytest.fixture
-def conf():
-    c = cfg.ConfigOpts()
-    c([])
-    return c
 
 
 class Info:

@@ -12,13 +12,6 @@ from notify_transport.secrets import mask_properties
 from notify_transport.url import TransportURL
 
 
-@pytest.fixture
-def conf() -> cfg.ConfigOpts:
-    conf = cfg.ConfigOpts()
-    conf([])
-    return conf
-
-
 def build(conf: cfg.ConfigOpts, url: str):
     parsed = TransportURL.parse(conf, url)
     opts = resolve_options(conf, GROUP, all_opts(), parsed.query, parsed.redacted())

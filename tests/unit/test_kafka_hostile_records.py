@@ -1,4 +1,4 @@
-"""Hostile records on the Kafka path (issue 11, items 1 and 3), with stand-ins for the clients.
+"""Hostile records on the Kafka path, with stand-ins for the clients.
 
 * a record no decoder can take (nested deeper than any parser goes, or odd in
   some other way) is undecodable: logged with its coordinates, dead-lettered

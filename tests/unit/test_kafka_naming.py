@@ -5,7 +5,6 @@ import logging
 import threading
 
 import pytest
-from oslo_config import cfg
 
 from notify_transport.drivers.kafka.delivery.commit import next_offsets
 from notify_transport.drivers.kafka.delivery.counters import Counter
@@ -98,13 +97,6 @@ def test_rate_limited_log_counts_what_it_leaves_out(caplog):
 
 
 # -- the driver, constructed without any broker --------------------------------
-
-@pytest.fixture
-def conf():
-    conf = cfg.ConfigOpts()
-    conf([])
-    return conf
-
 
 def make_driver(conf, url):
     from notify_transport.drivers.kafka.driver import KafkaDriver

@@ -63,7 +63,7 @@ def notifier():
 
 
 def test_a_send_and_the_report_thread_hitting_the_fatal_error_together_do_not_deadlock(clients):
-    """Issue 19.1: the sender replaced the client and joined the report thread under the lock
+    """Regression: the sender replaced the client and joined the report thread under the lock
     while that thread, its poll() raising the same fatal error, waited for the lock."""
     p = notifier()
     for i in range(3):

@@ -1,5 +1,5 @@
 """Secrets never logged; client properties and TLS files checked when the transport is built
-(issue 11, items 6, 7 and 8), without a broker (no client connects: the port is closed)."""
+without a broker (no client connects: the port is closed)."""
 from __future__ import annotations
 
 import io

@@ -1,4 +1,4 @@
-"""The listener start timeout outlasts the consumer session timeout (issue 12 item 6).
+"""The listener start timeout outlasts the consumer session timeout.
 
 A service restarted right after a crash joins its consumer group only once the
 coordinator evicted the dead predecessor, ``session_timeout`` after its last

@@ -1,4 +1,4 @@
-"""Notifier drivers loaded through stevedore, as oslo.messaging loads them (issue 14 item 6)."""
+"""Notifier drivers loaded through stevedore, as oslo.messaging loads them."""
 import json
 import logging
 import os

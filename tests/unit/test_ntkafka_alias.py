@@ -1,18 +1,10 @@
-"""``ntkafka://`` works under notify_transport as under oslo.messaging (issue 12 item 4)."""
+"""``ntkafka://`` works under notify_transport as under oslo.messaging."""
 import pytest
-from oslo_config import cfg
 
 import notify_transport as nt
 from notify_transport.drivers.kafka.driver import KafkaDriver
 from notify_transport.drivers.ntkafka import NtKafkaDriver, split_listener_options
 from notify_transport.transport import installed_drivers
-
-
-@pytest.fixture
-def conf():
-    c = cfg.ConfigOpts()
-    c([])
-    return c
 
 
 def test_ntkafka_is_a_registered_driver():

@@ -18,13 +18,6 @@ from notify_transport.integrations import oslo_messaging as integration  # noqa:
 from oslo_messaging._drivers import base as oslo_base  # noqa: E402
 
 
-@pytest.fixture
-def conf() -> cfg.ConfigOpts:
-    conf = cfg.ConfigOpts()
-    conf([])
-    return conf
-
-
 def oslo_url(conf, text):
     return oslo_messaging.TransportURL.parse(conf, text)
 

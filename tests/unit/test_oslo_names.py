@@ -1,4 +1,4 @@
-"""Every public name of the installed oslo.messaging exists in notify_transport (issue 12 item 2).
+"""Every public name of the installed oslo.messaging exists in notify_transport.
 
 The names are read from oslo.messaging itself, so a new release shows what is
 missing. A name may be absent only when doc/source/migration.rst lists it,

@@ -11,13 +11,6 @@ import notify_transport as nt
 from notify_transport import conffixture
 
 
-@pytest.fixture
-def conf():
-    c = cfg.ConfigOpts()
-    c([])
-    return c
-
-
 def test_json_payload_serializer_matches_oslo():
     class Thing:
         def __init__(self):

@@ -19,13 +19,6 @@ from notify_transport.integrations import oslo_rabbit  # noqa: E402
 from notify_transport.integrations.eventlet_support import Offload  # noqa: E402
 
 
-@pytest.fixture
-def conf() -> cfg.ConfigOpts:
-    conf = cfg.ConfigOpts()
-    conf([])
-    return conf
-
-
 def make_driver(conf: cfg.ConfigOpts, text: str) -> oslo_rabbit.NtRabbitDriver:
     """The driver as oslo.messaging builds it; no connection is made before first use."""
     return oslo_rabbit.NtRabbitDriver(conf, oslo_messaging.TransportURL.parse(conf, text), "openstack", [])

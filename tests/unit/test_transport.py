@@ -1,16 +1,8 @@
 """Driver registry and URL precedence."""
 import pytest
-from oslo_config import cfg
 
 import notify_transport as nt
 from notify_transport.transport import installed_drivers
-
-
-@pytest.fixture
-def conf():
-    c = cfg.ConfigOpts()
-    c([])
-    return c
 
 
 def test_unknown_scheme_lists_installed(conf):

@@ -1,7 +1,7 @@
 """TransportURL against oslo.messaging's own, case by case and on generated text.
 
 The cases come from oslo.messaging's tests (tests/test_urls.py, test_transport.py)
-and from issue 12; each is parsed and printed by both libraries at test time.
+and the forms services write; each is parsed and printed by both libraries at test time.
 """
 import string
 
@@ -13,7 +13,7 @@ from oslo_config import cfg
 
 from notify_transport import InvalidTransportURL, TransportHost, TransportURL
 
-#: URLs both libraries accept: oslo's test_urls scenarios, test_transport's and issue 12's
+#: URLs both libraries accept: oslo's test_urls scenarios, test_transport's and the forms services write
 OSLO_ACCEPTED = [
     "foo:", "rabbit:", "fake:", "foo:////", "foo:///bar", "foo://host/bar", "foo://[ffff::1]/bar",
     "foo://host:1234/bar", "foo://[ffff::1]:1234/bar", "foo://u@host:1234/bar",

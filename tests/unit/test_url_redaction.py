@@ -1,4 +1,4 @@
-"""No secret of a transport URL reaches a repr, a str() or a log line (issue 11 item 5)."""
+"""No secret of a transport URL reaches a repr, a str() or a log line."""
 import logging
 import string
 
