@@ -98,9 +98,8 @@ def add_run_parser(sub: Any) -> argparse.ArgumentParser:
                      help="where a new query starts: earliest, latest or JSON "
                           '{"topic": {"0": offset}} (default: earliest)')
     src.add_argument("--max-records-per-trigger", type=int, metavar="N",
-                     help="cap each micro-batch at N records (notify_kafka: the oldest by broker time "
-                          "across the partitions; Spark's connector: N split between the partitions by "
-                          "their backlog)")
+                     help="cap each micro-batch at N records: the oldest by broker time across the "
+                          "partitions, with either reader")
     src.add_argument("--source", default="auto", choices=("auto", "notify_kafka", "kafka"),
                      help="Kafka reader: Spark's Kafka connector when the set-up fetched it, else the "
                           "notify_kafka Python data source; either way the records are decoded by the "
