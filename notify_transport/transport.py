@@ -17,7 +17,7 @@ from stevedore import driver as sv_driver
 from stevedore.exception import NoMatches
 
 from notify_transport import options
-from notify_transport.drivers.base import BaseDriver, Listener
+from notify_transport.drivers.base import BaseDriver, Listener, NotificationSender
 from notify_transport.exceptions import (ConfigurationError, DriverLoadFailure, InvalidTarget, InvalidTransportURL,
                                          NotSupported)
 from notify_transport.integrations.eventlet_support import api_offload, drain_logs
@@ -131,6 +131,20 @@ class Transport:
             self._driver.send_notification(target, ctxt, message, version, retry=retry)
         else:
             self._offload(self._driver.send_notification, target, ctxt, message, version, retry=retry)
+
+    def _notification_sender(self, target: Target, version: float) -> NotificationSender:
+        """``send(ctxt, message, retry)`` for ``target`` (checked once here): the driver's
+        own sender, run through the offload where the process needs one."""
+        if not target.topic:
+            raise InvalidTarget("A topic is required to send", target)
+        send = self._driver.notification_sender(target, version)
+        offload = self._offload
+        if offload is None:
+            return send
+
+        def offloaded(ctxt: dict, message: dict, retry: int | None = None) -> None:
+            offload(send, ctxt, message, retry)
+        return offloaded
 
     def _listen_for_notifications(self, targets_and_priorities: list[tuple[Target, str]],
                                   pool: str | None, batch_size: int = 1,

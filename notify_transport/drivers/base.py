@@ -16,9 +16,13 @@ from notify_transport.exceptions import NotSupported
 from notify_transport.target import Target
 
 #: Kept importable from here for drivers written against it; defined in :mod:`.naming`.
-__all__ = ["PRIORITIES", "BaseDriver", "Executor", "IncomingMessage", "Listener", "close_listeners"]
+__all__ = ["PRIORITIES", "BaseDriver", "Executor", "IncomingMessage", "Listener", "NotificationSender",
+           "close_listeners"]
 
 LOG = logging.getLogger(__name__)
+
+#: ``send(ctxt, message, retry)``: one target's notifications (:meth:`BaseDriver.notification_sender`)
+NotificationSender = Callable[[dict, dict, "int | None"], None]
 
 
 class IncomingMessage:
@@ -233,6 +237,16 @@ class BaseDriver(abc.ABC):
         waits for confirmation. Raises MessageDeliveryFailure when the message
         cannot even be queued.
         """
+
+    def notification_sender(self, target: Target, version: float) -> NotificationSender:
+        """``send(ctxt, message, retry)`` for notifications to ``target`` in envelope ``version``:
+        what :meth:`send_notification` does, with what depends only on the target worked out
+        once (a driver overrides it to keep that off each notification's path)."""
+        send = self.send_notification
+
+        def sender(ctxt: dict, message: dict, retry: int | None = None) -> None:
+            send(target, ctxt, message, version, retry=retry)
+        return sender
 
     @abc.abstractmethod
     def listen_for_notifications(self, targets_and_priorities: list[tuple[Target, str]],

@@ -10,7 +10,7 @@ import abc
 import fnmatch
 import logging
 import warnings
-from typing import Any
+from typing import Any, Callable
 
 from oslo_config import cfg
 from stevedore import extension, named
@@ -25,6 +25,9 @@ LOG = logging.getLogger(__name__)
 
 #: The entry point group notifier drivers are registered under.
 NAMESPACE = "notify_transport.notify.drivers"
+
+#: ``(send(ctxt, msg, retry), topic or None)``: see :meth:`Driver.routes`
+Route = tuple[Callable[[dict, dict, "int | None"], None], "str | None"]
 
 routing_config_opt = cfg.StrOpt("routing_config", default="",
                                 help="RoutingNotifier configuration file location.")
@@ -42,9 +45,24 @@ class Driver(abc.ABC):
     def notify(self, ctxt: dict, msg: dict, priority: str, retry: int | None) -> None:
         """Send one notification at ``priority`` (``retry``: None/-1 forever, 0 none, N at most N)."""
 
+    def routes(self, priority: str) -> list[Route]:
+        """What the notifier calls for a notification at ``priority``, worked out once per priority.
+
+        Each :data:`Route` is ``(send(ctxt, msg, retry), topic)``; a topic means the notifier logs
+        a failure of that send and goes on (as oslo's messaging driver does per target), None
+        that the failure reaches the caller. By default: :meth:`notify` at ``priority``.
+        """
+        def send(ctxt: dict, msg: dict, retry: int | None) -> None:
+            self.notify(ctxt, msg, priority, retry)
+        return [(send, None)]
+
 
 class MessagingDriver(Driver):
-    """Sends through the transport without oslo's envelope (message version 1.0)."""
+    """Sends through the transport without oslo's envelope (message version 1.0).
+
+    Its routes are the transport's senders, one per topic: the notifier calls them
+    directly, and logs (never raises) what one of them could not send.
+    """
 
     version = 1.0
 
@@ -58,6 +76,18 @@ class MessagingDriver(Driver):
         targets = self._targets[priority] = [Target(topic=notification_topic(t, prio)) for t in self.topics]
         return targets
 
+    def routes(self, priority: str) -> list[Route]:
+        sender = getattr(self.transport, "_notification_sender", None)
+        if sender is None:  # a transport of another kind: through notify(), which logs failures
+            return super().routes(priority)
+        routes: list[Route] = []
+        for target in self._targets_for(priority):
+            try:
+                routes.append((sender(target, self.version), target.topic))
+            except Exception as exc:  # noqa: BLE001 - failed per notification, logged, as a send failure is
+                routes.append((_Refused(exc), target.topic))
+        return routes
+
     def notify(self, ctxt: dict, msg: dict, priority: str, retry: int | None) -> None:
         targets = self._targets.get(priority) or self._targets_for(priority)
         send, version = self._send, self.version
@@ -68,6 +98,16 @@ class MessagingDriver(Driver):
                 LOG.error("Could not send notification %s (%s) to %s: %s",
                           msg["message_id"], msg["event_type"], target.topic, exc,
                           exc_info=LOG.isEnabledFor(logging.DEBUG))
+
+
+class _Refused:
+    """A route whose sender could not be made: each send raises why, for the notifier to log."""
+
+    def __init__(self, error: Exception) -> None:
+        self.error = error
+
+    def __call__(self, ctxt: dict, msg: dict, retry: int | None) -> None:
+        raise self.error
 
 
 class MessagingV2Driver(MessagingDriver):

@@ -7,7 +7,7 @@ import time
 from typing import Any, Iterable
 
 from notify_transport import options
-from notify_transport.notify.drivers import Driver, TestDriver, load_drivers
+from notify_transport.notify.drivers import Driver, Route, TestDriver, load_drivers
 from notify_transport.notify.redaction import redacted_dict
 from notify_transport.secrets import without_secrets
 from notify_transport.serializer import NoOpSerializer, Serializer
@@ -134,6 +134,8 @@ class Notifier:
         #: the driver objects, in configured order (``drivers[i].sent`` for the ``test`` driver)
         self.drivers: list[Driver] = [loaded[n] for n in dict.fromkeys(names)]
         self._senders = [d.notify for d in self.drivers]
+        #: priority -> the drivers' routes (Driver.routes), made on the priority's first notification
+        self._routes: dict[str, list[Route]] = {}
         for d in self.drivers:
             if isinstance(d, TestDriver):
                 self.sent = d.sent
@@ -165,8 +167,18 @@ class Notifier:
                "timestamp": self._clock()}
         if retry is None:
             retry = self.retry if self.retry is not None else self._conf_retry
-        for send in senders:
-            send(ctxt, msg, priority, retry)
+        routes = self._routes.get(priority)
+        if routes is None:
+            routes = self._routes[priority] = [r for d in self.drivers for r in d.routes(priority)]
+        for send, topic in routes:
+            if topic is None:
+                send(ctxt, msg, retry)
+                continue
+            try:
+                send(ctxt, msg, retry)
+            except Exception as exc:  # never break the caller, as oslo does
+                LOG.error("Could not send notification %s (%s) to %s: %s", msg["message_id"],
+                          msg["event_type"], topic, exc, exc_info=LOG.isEnabledFor(logging.DEBUG))
 
     def audit(self, ctxt: Any, event_type: str, payload: Any) -> None:
         self._notify(ctxt, event_type, payload, "AUDIT")

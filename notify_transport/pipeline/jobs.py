@@ -29,7 +29,7 @@ import logging
 import threading
 import time
 import uuid
-from typing import Callable
+from typing import Any, Callable
 
 from notify_transport.pipeline import caught_up, decode, dedup, delays, lateness
 from notify_transport.times import parse_duration, spark_interval
@@ -359,8 +359,8 @@ def start_query(spark, settings: KafkaSettings, subscription: Subscription, conf
     Both readers admit the same records per micro-batch: with Spark's connector the query streams
     the ``notify_kafka`` source's plan and each batch reads its ranges with the connector.
     """
-    read = dict(starting_offsets=config.starting_offsets, max_per_trigger=config.max_per_trigger,
-                fail_on_data_loss=config.fail_on_data_loss)
+    read: dict[str, Any] = dict(starting_offsets=config.starting_offsets, max_per_trigger=config.max_per_trigger,
+                                fail_on_data_loss=config.fail_on_data_loss)
     fmt = choose_format(spark, config.source_format)
     if fmt == "kafka":
         stream = planned_ranges(spark, settings, subscription, **read)

@@ -115,8 +115,8 @@ def test_logging_handler_does_not_recurse_on_a_failing_send(conf, caplog):
         calls.append(a)
         logging.getLogger("notify_transport.x").error("send failed")  # reaches the handler again
         raise RuntimeError("down")
-    handler.notifier.transport._send_notification = boom
-    handler.notifier.drivers[0]._send = boom
+    # the notifier asks the transport for its sender on the first notification
+    handler.notifier.transport._notification_sender = lambda target, version: boom
     root = logging.getLogger()
     root.addHandler(handler)
     try:

@@ -12,7 +12,7 @@ from typing import Any, Iterable
 
 from notify_transport.drivers import threads
 from notify_transport.drivers import envelope, exit_flush
-from notify_transport.drivers.base import BaseDriver, Listener, close_listeners
+from notify_transport.drivers.base import BaseDriver, Listener, NotificationSender, close_listeners
 from notify_transport.drivers.config import resolve_options
 from notify_transport.drivers.kafka import client_check, client_properties
 from notify_transport.drivers.kafka.cluster import ClusterAdmin
@@ -100,6 +100,20 @@ class KafkaDriver(BaseDriver):
             key = str(key)
         # the publisher as message key keeps each publisher's notifications in order
         self._send(topic, value, key, retry)
+
+    def notification_sender(self, target: Target, version: float) -> NotificationSender:
+        """:meth:`send_notification` for one target: its Kafka topic named once, the context
+        taken as the dict the notifier made (a Notifier is this method's caller)."""
+        topic = self._kafka_topic_for(target.topic)
+        send, encode, context_dict = self._producer.send, _encode, _CONTEXT_DICT
+
+        def sender(ctxt: dict, message: dict, retry: int | None = None) -> None:
+            key = message.get("publisher_id")
+            if key is not None and type(key) is not str:
+                key = str(key)
+            # the publisher as message key keeps each publisher's notifications in order
+            send(topic, encode(message, ctxt, version, context_dict), key, retry)
+        return sender
 
     def flush(self, timeout: float | None = None) -> int:
         return self._producer.flush(timeout)

@@ -381,8 +381,8 @@ class KafkaProducer:
             created = 0
         try:
             # inside a delivery callback: wait for room, but retire no client from here
-            self._produce(msg.topic(), msg.value(), msg.key(), msg.headers(),
-                          None if report is self._on_report else report, created, True, False)
+            self.produce(msg.topic(), msg.value(), msg.key(), msg.headers(),
+                         None if report is self._on_report else report, created, wait=True, retire=False)
         except BufferError:
             return KafkaError(KafkaError._QUEUE_FULL, "producer queue full")
         except KafkaException as exc:
@@ -423,31 +423,42 @@ class KafkaProducer:
 
     def produce(self, topic: str, value: Any, key: Any = None,
                 headers: list[tuple[str, bytes]] | None = None, on_delivery: Report | None = None,
-                timestamp: int = 0, wait: bool = True) -> None:
+                timestamp: int = 0, wait: bool = True, retire: bool | None = None) -> None:
         """Queue one message (``on_delivery`` receives its report instead of ``on_report``).
 
-        A full queue is waited on for up to ``queue_timeout``, then BufferError; KafkaException,
-        TypeError and ValueError mean the message was refused.
+        A full queue is waited on for up to ``queue_timeout`` (``wait``), then BufferError;
+        KafkaException, TypeError and ValueError mean the message was refused. ``retire``
+        (default: ``wait``) lets a condemned client be retired from this thread; inside a
+        delivery callback it is retired after its poll instead. The first attempt calls the
+        client directly: a notifier's send is this method and the client, no frame between.
         """
-        # inside a delivery callback (wait=False) a client is retired after its poll, not here
-        self._produce(topic, value, key, headers, on_delivery, timestamp, wait, wait)
-
-    def _produce(self, topic: str, value: Any, key: Any, headers: list[tuple[str, bytes]] | None,
-                 on_delivery: Report | None, timestamp: int, wait: bool, retire: bool) -> None:
-        handle = self._handle()
+        if retire is None:
+            retire = wait
+        kwargs: dict[str, Any] = {}
+        if headers:
+            kwargs["headers"] = headers
+        if timestamp:
+            kwargs["timestamp"] = timestamp
+        handle = self._current or self._handle()
         for _ in range(3):  # a replacement happening meanwhile: the next client
             client = handle.client
             if client is None:  # retired by another thread meanwhile
                 handle = self._handle()
                 continue
-            callback = None if on_delivery is None else functools.partial(self._report, handle, on_delivery)
+            if on_delivery is not None:
+                kwargs["on_delivery"] = functools.partial(self._report, handle, on_delivery)
             # counted before the call, so that a report served meanwhile never makes the
             # bound on what the client holds smaller than what it holds
             handle.sends_begun.incr()
             handle.queued.incr()
             try:
                 try:
-                    self._produce_on(client, topic, value, key, headers, callback, timestamp, wait)
+                    try:
+                        client.produce(topic, value, key, **kwargs)
+                    except BufferError:
+                        if not wait:
+                            raise
+                        self._wait_for_room(client, topic, value, key, kwargs)
                     return
                 except BaseException:
                     handle.settled.incr()  # refused: the client does not hold it
@@ -465,23 +476,9 @@ class KafkaProducer:
             handle = self._handle()
         raise KafkaException(KafkaError(KafkaError._FATAL, f"no usable Kafka producer for {self.name}"))
 
-    def _produce_on(self, client: confluent_kafka.Producer, topic: str, value: Any, key: Any,
-                    headers: list[tuple[str, bytes]] | None, callback: Any, timestamp: int,
-                    wait: bool) -> None:
-        kwargs: dict[str, Any] = {}
-        if headers:
-            kwargs["headers"] = headers
-        if timestamp:
-            kwargs["timestamp"] = timestamp
-        if callback is not None:
-            kwargs["on_delivery"] = callback
-        try:
-            client.produce(topic, value, key, **kwargs)
-            return
-        except BufferError:
-            if not wait:
-                raise
-        # the local queue is full: serve reports until there is room, for a bounded time
+    def _wait_for_room(self, client: confluent_kafka.Producer, topic: str, value: Any, key: Any,
+                       kwargs: dict[str, Any]) -> None:
+        """The local queue is full: serve reports until there is room, for a bounded time."""
         deadline = time.monotonic() + self._queue_timeout
         while True:
             client.poll(max(0.0, min(_QUEUE_POLL_INTERVAL, deadline - time.monotonic())))
