@@ -107,7 +107,8 @@ class _Refused:
         self.error = error
 
     def __call__(self, ctxt: dict, msg: dict, retry: int | None) -> None:
-        raise self.error
+        # the one error raised again and again: its traceback restarts each time instead of growing
+        raise self.error.with_traceback(None)
 
 
 class MessagingV2Driver(MessagingDriver):

@@ -123,3 +123,30 @@ def test_a_broken_routing_config_fails_when_the_notifier_is_built(transport, tmp
     transport.conf.set_override("routing_config", str(routes), group="oslo_messaging_notifications")
     with pytest.raises(nt.ConfigurationError, match="expected a mapping of groups"):
         nt.Notifier(transport, "p", driver="routing")
+
+
+def test_a_topic_the_driver_refuses_is_logged_at_each_notification_and_never_raised(conf, caplog):
+    """A sender that cannot be made (a topic name the driver refuses) fails each notification
+    alike: logged with its cause, never raised into the service, its traceback not growing."""
+    import traceback
+
+    import notify_transport as nt
+
+    with nt.get_notification_transport(conf, "fake:///") as transport:
+        def refuse(target, version):
+            raise nt.InvalidTarget("no such topic here", target)
+        transport._notification_sender = refuse
+        notifier = nt.Notifier(transport, "host-1", driver="messagingv2", topics=["compute"])
+        with caplog.at_level(logging.ERROR):
+            notifier.info({}, "compute.start", {"n": 1})
+            notifier.info({}, "compute.start", {"n": 2})
+        failures = [r for r in caplog.records if "Could not send notification" in r.getMessage()]
+        assert len(failures) == 2 and all("no such topic here" in r.getMessage() for r in failures)
+        route = notifier._routes["INFO"][0][0]
+        depths = []
+        for _ in range(3):
+            try:
+                route({}, {}, None)
+            except nt.InvalidTarget as exc:
+                depths.append(len(traceback.extract_tb(exc.__traceback__)))
+        assert depths[0] == depths[1] == depths[2]
