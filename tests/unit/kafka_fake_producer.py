@@ -44,7 +44,8 @@ class FakeClient:
         self.reports: list[tuple[FakeMessage, KafkaError | None]] = []
         self.fatal = False
         self.closed = False
-        self.capacity = None
+        #: queue.buffering.max.messages, as librdkafka enforces it (None: no bound)
+        self.capacity = config.get("queue.buffering.max.messages")
         #: callbacks other than delivery reports (errors, log lines) waiting for a poll
         self.events = 0
         #: delivery callbacks running now: librdkafka counts their messages until they return

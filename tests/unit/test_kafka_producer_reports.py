@@ -209,3 +209,29 @@ def test_a_send_waiting_for_room_is_not_counted_while_errors_queue_up(monkeypatc
     assert max(counts) == 3 and p.pending == 3
     made[0].down = False
     p.close(0)
+
+
+def test_confirmed_messages_and_queued_errors_never_count_past_the_bound(monkeypatch):
+    """Regression (CI, two Kafka nodes down, queue bound 2,000, seen twice): the pending count read
+    2,001. Confirmations are not reported (failure-only reports), so our own count keeps them;
+    librdkafka's length counts a full queue plus the connection error waiting for a poll."""
+    made = install(monkeypatch, _ErrorsKeepComing)
+    p = KafkaProducer({"bootstrap.servers": "x", "delivery.report.only.error": True,
+                       "queue.buffering.max.messages": 3}, "kafka://x",
+                      on_report=lambda err, msg: None, on_lost=lambda n: None, queue_timeout=0.1,
+                      background=False, unit="notification")
+    for i in range(5):  # five sent and confirmed: never reported back
+        p.produce("t.info", b"c%d" % i)
+        made[0].confirm(1)
+    for i in range(3):  # the nodes go down: the queue fills up
+        p.produce("t.info", b"v%d" % i)
+    p.poll(0)  # a connection error is queued behind the poll
+    assert len(made[0]) == 4 and p.pending == 3
+    with pytest.raises(BufferError):
+        p.produce("t.info", b"w")
+    assert p.pending == 3
+    made[0].confirm(3)
+    made[0].down = False
+    p.poll(0)
+    assert p.pending == 0
+    p.close(0)

@@ -61,6 +61,8 @@ _JOIN_TIMEOUT = 5.0
 _RETIRE_TIMEOUT = 5.0
 #: librdkafka's default message.timeout.ms.
 _DEFAULT_MESSAGE_TIMEOUT_MS = 300_000
+#: librdkafka's default queue.buffering.max.messages: the most messages one client holds.
+_DEFAULT_QUEUE_MESSAGES = 100_000
 #: How often librdkafka reports its statistics (the idempotent producer's epoch count).
 _STATS_INTERVAL_MS = 1000
 #: Epoch bumps within one statistics interval that mean the broker keeps forgetting the
@@ -95,6 +97,11 @@ def _serve_reports(client: confluent_kafka.Producer, timeout: float) -> None:
 _COUNT_ATTEMPTS = 5
 
 
+def _queue_messages(config: dict[str, Any]) -> int:
+    value = config.get("queue.buffering.max.messages")
+    return int(value) if value is not None else _DEFAULT_QUEUE_MESSAGES
+
+
 def _message_timeout_ms(config: dict[str, Any]) -> int:
     value = config.get("message.timeout.ms", config.get("delivery.timeout.ms"))
     return int(value) if value is not None else _DEFAULT_MESSAGE_TIMEOUT_MS
@@ -103,11 +110,13 @@ def _message_timeout_ms(config: dict[str, Any]) -> int:
 class _Client:
     """One confluent-kafka client and the thread serving its reports (if any)."""
 
-    __slots__ = ("client", "stop", "thread", "draining", "epochs", "queued", "settled", "reports_begun",
-                 "reports_done", "sends_begun", "sends_done")
+    __slots__ = ("client", "capacity", "stop", "thread", "draining", "epochs", "queued", "settled",
+                 "reports_begun", "reports_done", "sends_begun", "sends_done")
 
-    def __init__(self) -> None:
+    def __init__(self, capacity: int = _DEFAULT_QUEUE_MESSAGES) -> None:
         self.client: confluent_kafka.Producer | None = None
+        #: queue.buffering.max.messages: librdkafka refuses a message past it, so no count is higher
+        self.capacity = capacity
         #: messages handed to the client (counted before the call) and messages
         #: reported back or refused: their difference bounds what the client holds
         self.queued = Counter()
@@ -135,16 +144,18 @@ class _Client:
         plus the delivery reports, errors, log lines and statistics waiting to
         be served. With a broker down, connection errors queue up there;
         :meth:`messages` serves them first. Our own count (:meth:`ours`) is an
-        upper bound too. The smaller one is returned, so neither an error event
-        nor a send being refused is taken for a message, and a message whose
-        callback runs is counted once, not twice (each of those made the count
-        exceed the queue bound while a broker was down).
+        upper bound too, but with failure-only reports a confirmed message is
+        never counted out of it. The smallest of those two and the queue bound
+        is returned, so neither an error event nor a send being refused is
+        taken for a message, and a message whose callback runs is counted once,
+        not twice (each of those made the count exceed the queue bound while a
+        broker was down).
         """
         try:
             length = len(self.client) if self.client is not None else 0
         except RuntimeError:  # closed
             return 0
-        return min(length, self.ours())
+        return min(length, self.ours(), self.capacity)
 
     def ours(self) -> int:
         """Messages handed over and not yet settled, less the produce() calls under way (a send
@@ -184,7 +195,7 @@ class _Client:
                 length = len(client)
                 if not client.poll(0):
                     break
-            return min(length, self.ours())
+            return min(length, self.ours(), self.capacity)
         except RuntimeError:  # closed
             return 0
 
@@ -236,7 +247,7 @@ class KafkaProducer:
             return self._current
 
     def _create(self) -> _Client:
-        handle = _Client()
+        handle = _Client(_queue_messages(self._config))
         config = dict(self._config)
         config["on_delivery"] = functools.partial(self._report, handle, self._on_report)
         config["error_cb"] = functools.partial(self._on_error, handle)
