@@ -309,7 +309,7 @@ def test_start_fails_clearly_when_the_broker_is_down(kafka_driver):
 
 
 def test_start_fails_clearly_on_a_setting_the_broker_refuses(kafka_broker, kafka_driver, unique_topic):
-    from notify_transport.drivers.kafka.consumer import KafkaListenerError
+    from notify_transport.drivers.kafka.listener import KafkaListenerError
 
     # kafka_broker, like Kafka, refuses session timeouts under 6 s
     driver = kafka_driver(kafka_broker.url(session_timeout=1, heartbeat_interval=0.2))

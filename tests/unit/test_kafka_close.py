@@ -14,7 +14,7 @@ import time
 
 from confluent_kafka import Message, TopicPartition
 
-from notify_transport.drivers.kafka.consumer import KafkaListener
+from notify_transport.drivers.kafka.listener import KafkaListener
 from notify_transport.drivers.kafka.delivery.commit import CommitPolicy
 
 PARTITIONS = [("t.info", 0), ("t.info", 1)]
@@ -42,7 +42,7 @@ class GroupClient:
             return self.late.pop(0)
         if self.queued:
             self.queued.pop(0)
-            self.listener._on_revoke(self, [TopicPartition(t, p) for t, p in PARTITIONS])
+            self.listener.membership.on_revoke(self, [TopicPartition(t, p) for t, p in PARTITIONS])
         return None
 
     def close(self) -> None:
@@ -59,7 +59,7 @@ def started(hang: bool = False, late: int = 0, operation_timeout: float = 10.0, 
     client = GroupClient(listener, hang=hang, late=late)
     policy.attach(client, listener.name)
     listener._consumer = client  # as if started
-    listener._assignment = frozenset(PARTITIONS)
+    listener.membership.assignment = frozenset(PARTITIONS)
     return listener, client
 
 
@@ -97,7 +97,7 @@ def test_a_close_that_never_returns_does_not_hold_cleanup(caplog):
         listener.cleanup()
         done.set()
 
-    with caplog.at_level(logging.ERROR, logger="notify_transport.drivers.kafka.consumer"):
+    with caplog.at_level(logging.ERROR, logger="notify_transport.drivers.kafka.membership"):
         threading.Thread(target=clean, daemon=True).start()
         try:
             # the bound is 0.3 s: a cleanup that waits on the hung close never gets here
@@ -114,7 +114,7 @@ def test_a_revoke_that_never_comes_does_not_hold_cleanup(caplog):
     listener, client = started(operation_timeout=0.3)
     client.unsubscribe = lambda: client.calls.append("unsubscribe")  # no revoke queued
     started_at = time.monotonic()
-    with caplog.at_level(logging.WARNING, logger="notify_transport.drivers.kafka.consumer"):
+    with caplog.at_level(logging.WARNING, logger="notify_transport.drivers.kafka.membership"):
         listener.cleanup()
     assert client.calls[-1] == "close"
     assert time.monotonic() - started_at < 30

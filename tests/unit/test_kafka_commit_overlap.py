@@ -7,7 +7,7 @@ import threading
 from confluent_kafka import KafkaError, KafkaException, Message
 
 from notify_transport.drivers.kafka.delivery.commit import CommitBeforeDispatch
-from notify_transport.drivers.kafka.consumer import KafkaListener
+from notify_transport.drivers.kafka.listener import KafkaListener
 from notify_transport.drivers.kafka.delivery.hooks import ListenerHooks
 from notify_transport.drivers.envelope import encode
 
@@ -106,23 +106,23 @@ def test_the_listener_waits_for_the_commit_even_when_decoding_raises(monkeypatch
     p = policy(consumer)
     listener = KafkaListener({"group.id": "g"}, ["t.info"], p)
     good = encode({"event_type": "e", "priority": "INFO", "payload": {}}, {})
-    out = listener._hand_out(records(40, value=good))
+    out = listener.hand_out.messages(records(40, value=good))
     assert len(out) == 40 and p.committed == {("t.info", 0): 40}
 
-    import notify_transport.drivers.kafka.consumer as consumer_module
+    import notify_transport.drivers.kafka.hand_out as hand_out_module
 
     def explode(raw):
         raise RuntimeError("boom")
-    monkeypatch.setattr(consumer_module, "decode_notification", explode)
-    assert listener._hand_out(records(42, value=good)) == []  # a decoder error: undecodable records
+    monkeypatch.setattr(hand_out_module, "decode_notification", explode)
+    assert listener.hand_out.messages(records(42, value=good)) == []  # a decoder error: undecodable records
     assert listener.skipped == 42 and p.committed == {("t.info", 0): 42}
 
     def no_message(*args):  # an error outside the decoder (a bug) still reaches the caller
         raise RuntimeError("boom")
     monkeypatch.undo()
-    monkeypatch.setattr(consumer_module, "KafkaMessage", no_message)
+    monkeypatch.setattr(hand_out_module, "KafkaMessage", no_message)
     try:
-        listener._hand_out(records(45, value=good))
+        listener.hand_out.messages(records(45, value=good))
     except RuntimeError:
         pass
     else:  # pragma: no cover
@@ -141,9 +141,9 @@ def test_a_chunked_listener_holds_the_rest_of_a_committed_batch_and_returns_it_a
     bad = b"not json"
     batch = records(200, value=good)
     batch[60] = Message(topic="t.info", partition=0, offset=60, value=bad)
-    first = listener._hand_out(batch)
+    first = listener.hand_out.messages(batch)
     assert p.committed == {("t.info", 0): 200}  # the whole batch went through the policy
-    assert len(first) == 50 and len(listener._ready) == 150  # the rest is held
+    assert len(first) == 50 and len(listener.hand_out.ready) == 150  # the rest is held
     listener._consumer = object()  # as if started; poll() serves what it holds first
     listener.stop()
     got = list(first)
@@ -157,7 +157,7 @@ def test_a_chunked_listener_holds_the_rest_of_a_committed_batch_and_returns_it_a
     assert listener.skipped == 1
 
     # what is still held at close (an abrupt stop) is counted and logged, not dropped silently
-    listener._ready = records(7, value=good)
+    listener.hand_out.ready = records(7, value=good)
     listener._consumer = type("C", (), {"close": lambda self: None, "unsubscribe": lambda self: None,
                                         "poll": lambda self, timeout=None: None})()
     with caplog.at_level(logging.WARNING):
@@ -172,6 +172,6 @@ def test_pieces_are_decoded_ahead_only_while_the_commit_runs():
     listener = KafkaListener({"group.id": "g"}, ["t.info"], p, hand_out_chunk=50)
     good = encode({"event_type": "e", "priority": "INFO", "payload": {}}, {})
     threading.Timer(0.3, consumer.release.set).start()  # the broker answers late
-    first = listener._hand_out(records(400, value=good))
-    assert len(first) == 400 and not listener._ready  # everything decoded while it waited
+    first = listener.hand_out.messages(records(400, value=good))
+    assert len(first) == 400 and not listener.hand_out.ready  # everything decoded while it waited
     p.on_close()

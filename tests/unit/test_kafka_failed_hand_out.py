@@ -13,7 +13,7 @@ import pytest
 from confluent_kafka import KafkaError, KafkaException, Message, TopicPartition
 
 from notify_transport.drivers.envelope import encode
-from notify_transport.drivers.kafka.consumer import KafkaListener
+from notify_transport.drivers.kafka.listener import KafkaListener
 from notify_transport.drivers.kafka.delivery.commit import CommitBeforeDispatch
 from notify_transport.drivers.kafka.delivery.hooks import ListenerHooks
 

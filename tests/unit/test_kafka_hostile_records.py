@@ -20,7 +20,7 @@ from notify_transport.drivers.config import resolve_options
 from notify_transport.drivers.kafka import options as kafka_options
 from notify_transport.drivers.kafka.delivery.atleastonce import AtLeastOnce
 from notify_transport.drivers.kafka.delivery.commit import CommitBeforeDispatch, CommitPolicy
-from notify_transport.drivers.kafka.consumer import KafkaListener
+from notify_transport.drivers.kafka.listener import KafkaListener
 from notify_transport.drivers.kafka.delivery.counters import DeliveryCounters
 from notify_transport.drivers.kafka.delivery.hooks import ListenerHooks
 from notify_transport.drivers.kafka.delivery.retry import Requeuer
@@ -116,7 +116,7 @@ def test_a_nested_record_among_valid_ones_loses_no_neighbour(caplog):
     lst = listener(CommitBeforeDispatch())
     records = [record(i, valid(i)) for i in range(500)] + [record(500, NESTED)] + \
         [record(501 + i, valid(500 + i)) for i in range(500)] + [record(1001, deep_payload(2000))]
-    messages = lst._hand_out(records)
+    messages = lst.hand_out.messages(records)
     assert [m.message["payload"]["i"] for m in messages] == list(range(1000))
     assert lst.skipped == 2 and lst.counters.undecodable.value == 2
     logged = [r.getMessage() for r in caplog.records if "undecodable" in r.getMessage()]
@@ -126,7 +126,7 @@ def test_a_nested_record_among_valid_ones_loses_no_neighbour(caplog):
 
 def test_at_least_once_dead_letters_the_nested_record_and_commits_past_it():
     side, consumer, policy, lst = at_least_once_listener()
-    messages = lst._hand_out([record(0, valid(0)), record(1, NESTED), record(2, valid(2))])
+    messages = lst.hand_out.messages([record(0, valid(0)), record(1, NESTED), record(2, valid(2))])
     assert [m.offset for m in messages] == [0, 2]
     for m in messages:
         m.acknowledge()
@@ -138,16 +138,16 @@ def test_at_least_once_dead_letters_the_nested_record_and_commits_past_it():
 
 
 def test_any_exception_out_of_the_decoder_is_an_undecodable_record(monkeypatch):
-    import notify_transport.drivers.kafka.consumer as consumer_module
+    import notify_transport.drivers.kafka.hand_out as hand_out_module
 
     def broken(raw):
         if raw == b"boom":
             raise MemoryError("decoder ran out of memory")
         return envelope.decode_notification(raw)
 
-    monkeypatch.setattr(consumer_module, "decode_notification", broken)
+    monkeypatch.setattr(hand_out_module, "decode_notification", broken)
     lst = listener(CommitBeforeDispatch())
-    messages = lst._hand_out([record(0, valid(0)), record(1, b"boom"), record(2, valid(2))])
+    messages = lst.hand_out.messages([record(0, valid(0)), record(1, b"boom"), record(2, valid(2))])
     assert [m.offset for m in messages] == [0, 2] and lst.skipped == 1
 
 
@@ -203,7 +203,7 @@ def test_a_shared_retry_topic_uses_the_header_only_among_the_listeners_topics():
 def test_undecodable_record_with_hostile_headers_is_finished_in_at_least_once_mode():
     side, consumer, policy, lst = at_least_once_listener()
     bad = record(0, b"\xff not json", headers=[("nt-original-topic", b"../bad topic!")])
-    assert lst._hand_out([bad]) == []
+    assert lst.hand_out.messages([bad]) == []
     assert [s[0] for s in side.confirm_all()] == ["t.info.dlq"]
     policy.commit()
     assert consumer.commits == [[(TOPIC, 0, 1)]]

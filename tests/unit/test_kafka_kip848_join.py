@@ -6,7 +6,7 @@ from __future__ import annotations
 from types import SimpleNamespace
 
 from notify_transport.drivers.kafka.cluster import ClusterError
-from notify_transport.drivers.kafka.consumer import KafkaListener
+from notify_transport.drivers.kafka.listener import KafkaListener
 from notify_transport.drivers.kafka.delivery.commit import CommitBeforeDispatch
 
 ME, OTHER = "me-1", "dead-2"
@@ -37,7 +37,7 @@ class Admin:
 def joined(admin: Admin) -> bool:
     listener = KafkaListener({"group.id": "pool", "group.protocol": "consumer"}, ["t.info"],
                              CommitBeforeDispatch(), admin=admin)
-    return listener._joined_without_partitions(SimpleNamespace(memberid=lambda: ME))
+    return listener.membership.joined_without_partitions(SimpleNamespace(memberid=lambda: ME))
 
 
 def test_in_a_stable_pool_with_every_position_stored_it_has_joined():

@@ -16,7 +16,7 @@ import pytest
 from confluent_kafka import Message, TopicPartition
 
 from notify_transport.drivers.envelope import encode
-from notify_transport.drivers.kafka.consumer import KafkaListener
+from notify_transport.drivers.kafka.listener import KafkaListener
 from notify_transport.drivers.kafka.delivery.atleastonce import AtLeastOnce
 from notify_transport.drivers.kafka.delivery.commit import CommitBeforeDispatch, CommitPolicy
 from notify_transport.drivers.kafka.delivery.counters import DeliveryCounters
@@ -48,9 +48,9 @@ class RebalancingClient:
     def consume(self, num_messages: int = 1, timeout: float | None = None) -> list[Message]:
         listener = self.listener
         assert listener is not None
-        listener._on_revoke(self, [TopicPartition(TOPIC, 0)])
+        listener.membership.on_revoke(self, [TopicPartition(TOPIC, 0)])
         if self.back_at is not None:
-            listener._on_assign(self, [TopicPartition(TOPIC, 0)])
+            listener.membership.on_assign(self, [TopicPartition(TOPIC, 0)])
         rest, self.rest = self.rest, []
         return rest
 
@@ -69,7 +69,7 @@ def listener_with(policy: CommitPolicy, client: RebalancingClient) -> KafkaListe
     policy.attach(client, "test")  # type: ignore[arg-type]
     listener = KafkaListener({"group.id": "g"}, [TOPIC], policy)
     listener._consumer = client  # type: ignore[assignment]  # as if started
-    listener._assignment = frozenset({(TOPIC, 0), (TOPIC, 1)})
+    listener.membership.assignment = frozenset({(TOPIC, 0), (TOPIC, 1)})
     policy.on_assigned([TopicPartition(TOPIC, 0, 0), TopicPartition(TOPIC, 1, 0)])
     client.listener = listener
     return listener

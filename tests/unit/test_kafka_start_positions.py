@@ -7,14 +7,16 @@ start() returned, a ``latest`` reset skips them.
 from __future__ import annotations
 
 import logging
+import threading
 
 import pytest
 from confluent_kafka import KafkaError, KafkaException, TopicPartition
 
-from notify_transport.drivers.kafka import consumer as consumer_module
+from notify_transport.drivers.kafka import membership as membership_module
 from notify_transport.drivers.kafka.cluster import ClusterError
-from notify_transport.drivers.kafka.consumer import KafkaListener
 from notify_transport.drivers.kafka.delivery.commit import CommitBeforeDispatch
+from notify_transport.drivers.kafka.delivery.settings import ListenerSettings
+from notify_transport.drivers.kafka.membership import GroupMembership
 from notify_transport.backoff import Backoff
 from notify_transport.exceptions import MessagingException
 
@@ -51,24 +53,25 @@ class FlakyBroker:
 
 @pytest.fixture(autouse=True)
 def no_waiting(monkeypatch):
-    monkeypatch.setattr(consumer_module, "START_RETRY", Backoff(initial=0.0, maximum=0.0))
+    monkeypatch.setattr(membership_module, "START_RETRY", Backoff(initial=0.0, maximum=0.0))
 
 
-def listener(broker: "FlakyBroker", operation_timeout: float = 5.0) -> KafkaListener:
-    return KafkaListener({"group.id": "pool"}, ["t.info"], CommitBeforeDispatch(),
-                         operation_timeout=operation_timeout, admin=broker)
+def membership(broker: "FlakyBroker", operation_timeout: float = 5.0) -> GroupMembership:
+    """The listener's part that positions a new assignment, alone: the broker is its consumer and admin."""
+    return GroupMembership("pool", {"group.id": "pool"}, ["t.info"], CommitBeforeDispatch(), ListenerSettings(),
+                           broker, operation_timeout, threading.Event(), on_gone=lambda gone: None)
 
 
 def test_passing_errors_are_tried_again_and_the_end_is_committed():
     broker = FlakyBroker(committed_errors=2, list_errors=3)
-    found = listener(broker)._start_positions(broker, [TopicPartition("t.info", 0), TopicPartition("t.info", 1)])
+    found = membership(broker).start_positions(broker, [TopicPartition("t.info", 0), TopicPartition("t.info", 1)])
     assert [(tp.topic, tp.partition, tp.offset) for tp in found] == [("t.info", 0, 42), ("t.info", 1, 42)]
     assert broker.commits == [[("t.info", 0, 42), ("t.info", 1, 42)]]
 
 
 def test_a_commit_error_that_passes_is_tried_again_and_the_start_is_stored():
     broker = FlakyBroker(commit_errors=1)
-    found = listener(broker)._start_positions(broker, [TopicPartition("t.info", 0)])
+    found = membership(broker).start_positions(broker, [TopicPartition("t.info", 0)])
     assert [tp.offset for tp in found] == [42]
     assert broker.commits == [[("t.info", 0, 42)]]
 
@@ -76,7 +79,7 @@ def test_a_commit_error_that_passes_is_tried_again_and_the_start_is_stored():
 def test_a_failed_commit_still_starts_the_partition_at_the_resolved_end(caplog):
     broker = FlakyBroker(commit_errors=10)  # more than commit_sync's attempts
     with caplog.at_level(logging.WARNING):
-        found = listener(broker)._start_positions(broker, [TopicPartition("t.info", 0)])
+        found = membership(broker).start_positions(broker, [TopicPartition("t.info", 0)])
     assert [tp.offset for tp in found] == [42]  # not -1001: never left to a later, lazy reset
     assert broker.commits == []
     assert "could not commit the start positions of t.info[0]" in caplog.text
@@ -85,4 +88,4 @@ def test_a_failed_commit_still_starts_the_partition_at_the_resolved_end(caplog):
 def test_an_error_that_outlasts_the_operation_timeout_is_raised():
     broker = FlakyBroker(list_errors=10**9)
     with pytest.raises(MessagingException, match=r"cannot list offsets of t.info\[0\]"):
-        listener(broker, operation_timeout=0.05)._start_positions(broker, [TopicPartition("t.info", 0)])
+        membership(broker, operation_timeout=0.05).start_positions(broker, [TopicPartition("t.info", 0)])

@@ -6,7 +6,7 @@ above 500 was silently capped, one commit per 500 records.
 """
 from __future__ import annotations
 
-from notify_transport.drivers.kafka.consumer import KafkaListener
+from notify_transport.drivers.kafka.listener import KafkaListener
 from notify_transport.drivers.kafka.delivery.commit import CommitBeforeDispatch
 from notify_transport.drivers.kafka.delivery.hooks import ListenerHooks
 from tests.unit.test_kafka_failed_hand_out import LogClient

@@ -43,7 +43,7 @@ CHILD = textwrap.dedent("""
     out = {"patched": eventlet_support.monkey_patched()}
     # the Kafka driver's primitives come from drivers/threads.py, native from the start: no switch
     from notify_transport.drivers import threads
-    from notify_transport.drivers.kafka import consumer
+    from notify_transport.drivers.kafka import listener as kafka_listener
     job = commit._CommitJob([], lambda offsets, error: None)
     made = [threads.Lock(), threads.RLock(), threads.Event(), threads.Condition(), threads.Semaphore(2),
             threads.Thread(target=lambda: None), threads.Queue(1), threads.SimpleQueue(), job.done]
@@ -54,7 +54,7 @@ CHILD = textwrap.dedent("""
     out["queue_errors"] = threads.queue_full() is patcher.original("queue").Full \
         and threads.queue_full() is not sys.modules["queue"].Full
     out["green_lock_differs"] = type(threading.Lock()) is not type(native.Lock())
-    listener = consumer.KafkaListener.__new__(consumer.KafkaListener)
+    listener = kafka_listener.KafkaListener.__new__(kafka_listener.KafkaListener)
     base.Listener.__init__(listener)
     out["base_listener_stays_green"] = not isinstance(listener._stopped, native.Event)
     out["rabbit_stays_green"] = rabbit_connection.threading is threading \
@@ -209,7 +209,7 @@ LOG_CHILD = textwrap.dedent("""
     logging.getLogger().setLevel(logging.INFO)
     cfg.CONF([])
     transport = oslo_messaging.get_notification_transport(cfg.CONF, url="ntkafka://127.0.0.1:1/v")
-    ours = logging.getLogger("notify_transport.drivers.kafka.consumer")
+    ours = logging.getLogger("notify_transport.drivers.kafka.listener")
     librdkafka = logging.getLogger("notify_transport.drivers.kafka.librdkafka")
     service = logging.getLogger("service")
 

@@ -18,7 +18,8 @@ from notify_transport.drivers.kafka import client_check, client_properties
 from notify_transport.drivers.kafka.cluster import ClusterAdmin
 from notify_transport.drivers.kafka.delivery.atleastonce import AtLeastOnce
 from notify_transport.drivers.kafka.delivery.commit import AutoCommit, CommitBeforeDispatch, CommitPolicy
-from notify_transport.drivers.kafka.consumer import HAND_OUT_CHUNK, KafkaListener
+from notify_transport.drivers.kafka.hand_out import HAND_OUT_CHUNK
+from notify_transport.drivers.kafka.listener import KafkaListener
 from notify_transport.drivers.kafka.delivery.counters import DeliveryCounters
 from notify_transport.drivers.kafka.delivery.deadletter import SideProducer
 from notify_transport.drivers.kafka.naming import SendTopics, kafka_topic, validate
