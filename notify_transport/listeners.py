@@ -26,7 +26,9 @@ from notify_transport.exceptions import ConfigurationError
 from notify_transport.notify.filter import NotificationFilter
 from notify_transport.notify.listener import (NotificationServer, get_batch_notification_listener,
                                               get_notification_listener)
+from notify_transport import precedence
 from notify_transport.options import NOTIFICATIONS_GROUP, register_notifier_opts
+from notify_transport.precedence import Source, attributes, warn_deprecated
 from notify_transport.target import Target
 from notify_transport.transport import listener_options
 
@@ -221,11 +223,15 @@ def describe(entry: RegisteredEntry, endpoint: Any, conf: cfg.ConfigOpts) -> Ent
     register_notifier_opts(conf)
     values = conf[group]
 
+    driver_opts, keywords = listener_options()
+    delivery = [opt.name for opt in driver_opts]
+    names = [opt.name for opt in listener_opts()] + list(keywords)
+    said = {Source.SECTION: {name: getattr(values, name, None) for name in names},  # hooks: an attribute only
+            Source.ENDPOINT: attributes(endpoint, names)}
+    warn_deprecated(delivery, said, f"listener {entry.name}")
+
     def pick(name: str, default: Any = None) -> Any:
-        configured = getattr(values, name, None)  # hooks: an attribute only
-        if configured is not None:
-            return configured
-        return getattr(endpoint, name, default)
+        return precedence.pick(name, said, default)
 
     topics = pick("topics")
     topics = _topics(conf[NOTIFICATIONS_GROUP].topics if topics is None else topics)
@@ -249,8 +255,7 @@ def describe(entry: RegisteredEntry, endpoint: Any, conf: cfg.ConfigOpts) -> Ent
     rule = getattr(endpoint, "filter_rule", None)
     if rule is not None and not callable(getattr(rule, "match", None)):
         raise ConfigurationError(f"filter_rule must be a NotificationFilter, got {rule!r}")
-    driver_opts, keywords = listener_options()
-    options = {name: pick(name) for name in [opt.name for opt in driver_opts] + list(keywords)}
+    options = {name: pick(name) for name in delivery + list(keywords)}
     return EntryPointListener(
         entry=entry, endpoint=endpoint, topics=topics, pool=pool, batch=batch, batch_size=batch_size,
         batch_timeout=batch_timeout, allow_requeue=bool(pick("allow_requeue", False)),

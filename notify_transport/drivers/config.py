@@ -2,7 +2,8 @@
 
 A driver declares its options as an oslo.config group; :func:`resolve_options`
 reads the group and lets ``?key=value`` in the transport URL override any of
-them, converting the value with the option's own type. An unknown key is an
+them (the order :mod:`notify_transport.precedence` decides), converting the
+value with the option's own type. An unknown key is an
 error that names it, so a typo never silently falls back to a default.
 """
 from __future__ import annotations
@@ -16,6 +17,7 @@ from typing import Any, Iterable, Mapping
 from oslo_config import cfg
 
 from notify_transport.exceptions import ConfigurationError, InvalidTransportURL
+from notify_transport.precedence import Source, pick
 
 LOG = logging.getLogger(__name__)
 
@@ -120,7 +122,15 @@ def resolve_options(conf: cfg.ConfigOpts, group: str, opts: Iterable[cfg.Opt],
     register_opts(conf, opts, group)
     by_name = {o.name: o for o in opts}
     section = getattr(conf, group)
-    values: dict[str, Any] = {o.dest: getattr(section, o.dest) for o in opts}
+    said = {Source.URL_QUERY: _query_values(by_name, query, group, url_for_errors),
+            Source.CONFIG_GROUP: {o.dest: getattr(section, o.dest) for o in opts}}
+    return types.SimpleNamespace(**{o.dest: pick(o.dest, said) for o in opts})
+
+
+def _query_values(by_name: Mapping[str, cfg.Opt], query: Mapping[str, str], group: str,
+                  url_for_errors: str) -> dict[str, Any]:
+    """The URL query's options, by dest, each converted by its option's type."""
+    values: dict[str, Any] = {}
     for key, raw in query.items():
         opt = by_name.get(key)
         if opt is None:
@@ -142,4 +152,4 @@ def resolve_options(conf: cfg.ConfigOpts, group: str, opts: Iterable[cfg.Opt],
             raise InvalidTransportURL(
                 url_for_errors, f"Invalid value {raw!r} for {key!r} in transport URL: {exc}") from None
         values[opt.dest] = value
-    return types.SimpleNamespace(**values)
+    return values

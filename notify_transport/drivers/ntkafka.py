@@ -3,53 +3,47 @@
 A deployment that points oslo.messaging services at ``ntkafka://host:9092/vhost``
 (:mod:`notify_transport.integrations.oslo_messaging`) can hand the same config
 file to a service that imports notify_transport: this driver is the Kafka
-driver under that name, reading the URL query the way the integration does,
-``listener.<name>=<value>`` keys being default listener options (explicit
-keyword options of ``listen_for_notifications`` win over them).
+driver under that name, reading the URL query the way the integration does.
+A ``listener.<name>=<value>`` key, the old way to give every listener an
+option, is read as ``<name>=<value>`` (the query sets every listener's
+delivery options already) and logs a deprecation warning.
 """
 from __future__ import annotations
 
-import re
+import logging
 from typing import Any, Iterable
 
-from notify_transport.drivers.base import Listener
 from notify_transport.drivers.kafka.driver import KafkaDriver
 from notify_transport.exceptions import InvalidTransportURL
-from notify_transport.target import Target
 from notify_transport.url import TransportURL
 
-#: URL query keys starting with this are listener options, not driver options.
+LOG = logging.getLogger(__name__)
+
+#: The deprecated prefix of URL query keys that named listener options.
 LISTENER_OPTION_PREFIX = "listener."
-_INT = re.compile(r"[+-]?\d+")
-_FLOAT = re.compile(r"[+-]?(\d+\.\d*|\.\d+|\d+)([eE][+-]?\d+)?")
 
 
-def listener_option_value(text: str) -> Any:
-    """``true``/``false`` -> bool, ``12`` -> int, ``0.5`` -> float, anything else as given."""
-    stripped = text.strip()
-    if stripped.lower() in ("true", "false"):
-        return stripped.lower() == "true"
-    if _INT.fullmatch(stripped):
-        return int(stripped)
-    if _FLOAT.fullmatch(stripped):
-        return float(stripped)
-    return text
-
-
-def split_listener_options(url: TransportURL) -> tuple[dict[str, str], dict[str, Any]]:
-    """(driver query, listener options) of an ``ntkafka://`` URL's query."""
+def driver_query(url: TransportURL) -> dict[str, str]:
+    """The Kafka driver's query of an ``ntkafka://`` URL: ``listener.<name>`` keys read as ``<name>``."""
     query: dict[str, str] = {}
-    listener_options: dict[str, Any] = {}
+    aliases: dict[str, str] = {}
     for key, value in url.query.items():
         if key.startswith(LISTENER_OPTION_PREFIX):
             name = key[len(LISTENER_OPTION_PREFIX):]
             if not name:
                 raise InvalidTransportURL(url.redacted(), f"Empty listener option name in {key!r}: "
-                                          "use listener.<name>=<value>")
-            listener_options[name] = listener_option_value(value)
+                                          "write the option's name alone, <name>=<value>")
+            aliases[name] = value
         else:
             query[key] = value
-    return query, listener_options
+    for name, value in aliases.items():
+        if name in query and query[name] != value:
+            raise InvalidTransportURL(url.redacted(), f"{name!r} and {LISTENER_OPTION_PREFIX}{name!r} have "
+                                      f"different values; keep {name!r} only")
+        LOG.warning("%s: the query key %s%s is deprecated: write %s=... (the URL query sets every "
+                    "listener's options)", url.redacted(), LISTENER_OPTION_PREFIX, name, name)
+        query[name] = value
+    return query
 
 
 class NtKafkaDriver(KafkaDriver):
@@ -59,13 +53,5 @@ class NtKafkaDriver(KafkaDriver):
 
     def __init__(self, conf: Any, url: TransportURL, default_exchange: str | None = None,
                  allowed_remote_exmods: Iterable[str] | None = None) -> None:
-        query, self._url_listener_options = split_listener_options(url)
-        kafka_url = TransportURL(url.conf, url.transport, url.virtual_host, url.hosts, query)
+        kafka_url = TransportURL(url.conf, url.transport, url.virtual_host, url.hosts, driver_query(url))
         super().__init__(conf, kafka_url, default_exchange, allowed_remote_exmods)
-
-    def listen_for_notifications(self, targets_and_priorities: list[tuple[Target, str]],
-                                 pool: str | None, batch_size: int = 1,
-                                 batch_timeout: float | None = None, **options: Any) -> Listener:
-        merged = {**self._url_listener_options, **options}
-        return super().listen_for_notifications(targets_and_priorities, pool, batch_size,
-                                                batch_timeout, **merged)

@@ -44,7 +44,7 @@ from notify_transport import exceptions as nt_exceptions
 from notify_transport.drivers.base import BaseDriver, IncomingMessage, Listener, close_listeners
 from notify_transport.drivers.kafka import KafkaDriver
 from notify_transport.drivers.reporting import RateLimitedLog
-from notify_transport.drivers.ntkafka import split_listener_options
+from notify_transport.drivers.ntkafka import driver_query
 from notify_transport.integrations.eventlet_support import Offload, log_bridge
 from notify_transport.target import Target
 from notify_transport.url import TransportHost, TransportURL
@@ -68,16 +68,13 @@ def our_url(url: Any, transport: str) -> TransportURL:
                         hosts=hosts, query=dict(url.query or {}))
 
 
-def convert_url(url: Any) -> tuple[TransportURL, dict[str, Any]]:
-    """oslo's TransportURL -> (our ``kafka://`` TransportURL, listener options from the query).
-
-    The query is read by :func:`notify_transport.drivers.ntkafka.split_listener_options`,
-    the same rules notify_transport's own ``ntkafka://`` driver applies.
-    """
+def convert_url(url: Any) -> TransportURL:
+    """oslo's TransportURL -> our ``kafka://`` TransportURL, its query read by
+    :func:`notify_transport.drivers.ntkafka.driver_query`, as notify_transport's own
+    ``ntkafka://`` driver reads it."""
     ours = our_url(url, "kafka")
-    query, listener_options = split_listener_options(ours)
     return TransportURL(conf=url.conf, transport="kafka", virtual_host=url.virtual_host,
-                        hosts=ours.hosts, query=query), listener_options
+                        hosts=ours.hosts, query=driver_query(ours))
 
 
 def redacted_url(url: Any) -> str:
@@ -331,7 +328,7 @@ class NtKafkaDriver(OffloadingDriver):
                  allowed_remote_exmods: Iterable[str] | None = None) -> None:
         super().__init__(conf, url, default_exchange, allowed_remote_exmods)
         try:
-            kafka_url, self.listener_options = convert_url(url)
+            kafka_url = convert_url(url)
             self.driver = KafkaDriver(conf, kafka_url, default_exchange, allowed_remote_exmods)
         except nt_exceptions.InvalidTransportURL as exc:
             # the caller of oslo's get_notification_transport() catches oslo's exception
@@ -347,12 +344,9 @@ class NtKafkaDriver(OffloadingDriver):
 
     def requeue_supported(self) -> bool:
         """Whether listeners of this transport can requeue, as the Kafka driver's settings say."""
-        check = getattr(self.driver, "supports_requeue", None)
-        if callable(check):
-            return bool(check(**self.listener_options))
         try:
             from notify_transport.drivers.kafka import listener_settings
-            settings = listener_settings(self.driver.opts, dict(self.listener_options))
+            settings = listener_settings(self.driver.opts, {})
         except (ImportError, TypeError, nt_exceptions.ConfigurationError) as exc:
             LOG.debug("Cannot tell whether requeue is possible: %s", exc)
             return False
@@ -370,7 +364,7 @@ class NtKafkaDriver(OffloadingDriver):
         pairs = [(Target(exchange=t.exchange, topic=t.topic), priority)
                  for t, priority in targets_and_priorities]
         listener = self.offloaded(self.started, lambda: self.driver.listen_for_notifications(
-            pairs, pool, batch_size, batch_timeout, **self.listener_options))
+            pairs, pool, batch_size, batch_timeout))
         return self.oslo_listener(listener, batch_size, batch_timeout)
 
     # -- RPC: not carried ----------------------------------------------------------------------

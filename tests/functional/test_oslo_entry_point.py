@@ -233,13 +233,6 @@ def test_interoperates_with_our_kafka_scheme(broker, unique_topic, oslo_transpor
         ours.cleanup()
 
 
-def test_listener_options_reach_the_driver(broker, unique_topic, oslo_transports) -> None:
-    transport = oslo_transports(ntkafka(broker, vhost(), "listener.no_such_mode=true"))
-    server = oslo_listener(transport, unique_topic("opts"), Recorder(), pool="p")
-    with pytest.raises(nt.ConfigurationError, match="Unknown Kafka listener option.*no_such_mode"):
-        server.start()
-
-
 def test_rpc_through_oslo_is_refused_clearly(broker) -> None:
     transport = oslo_messaging.get_rpc_transport(cfg.CONF, url=ntkafka(broker))
     try:

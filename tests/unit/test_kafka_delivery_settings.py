@@ -62,7 +62,7 @@ def test_retry_topic_in_commit_before_dispatch_brings_a_dead_letter_topic():
     ({"workers": 0}, "workers"),
     ({"workers": True}, "workers=True: a number is expected"),  # bool is an int to Python
     ({"workers": 2.5}, "workers"),
-    ({"max_in_flight": None}, "max_in_flight"),
+    ({"max_in_flight": "lots"}, "max_in_flight"),
     ({"commit_interval": "soon"}, "commit_interval"),
     ({"requeue_on_error": 1}, "requeue_on_error=1: true or false"),
     ({"workers": 4, "max_in_flight": 2}, "max_in_flight"),
@@ -78,6 +78,13 @@ def test_retry_topic_in_commit_before_dispatch_brings_a_dead_letter_topic():
 def test_bad_settings_are_clear_errors(options, match):
     with pytest.raises(ConfigurationError, match=match):
         listener_settings(opts(), options)
+
+
+def test_a_keyword_given_as_none_is_not_given():
+    """None says nothing (as an unset [listener:NAME] key): the transport's option stays."""
+    o = opts()
+    o.max_in_flight = 7
+    assert listener_settings(o, {"max_in_flight": None}).max_in_flight == 7
 
 
 def test_retry_template_without_pool_is_allowed_but_warned(caplog):

@@ -56,7 +56,8 @@ def test_the_check_sees_a_consumer_listing_offsets(tmp_path):
 #: Modules every layer may import: they import nothing of the package but each other
 #: (doc/source/contributor.rst, "Architecture").
 SHARED = {"notify_transport.exceptions", "notify_transport.target", "notify_transport.url",
-          "notify_transport.backoff", "notify_transport.secrets", "notify_transport.times"}
+          "notify_transport.backoff", "notify_transport.secrets", "notify_transport.times",
+          "notify_transport.precedence"}
 
 
 def _imports(path: pathlib.Path) -> set[str]:

@@ -19,6 +19,7 @@ from notify_transport.drivers.kafka.positions import StartPosition, parse_start_
 from notify_transport.drivers.naming import (DEFAULT_DEAD_LETTER_TOPIC, DEFAULT_RETRY_TOPIC, DISABLED,
                                              SIDE_TOPIC_FIELDS, side_topic, template_fields)
 from notify_transport.exceptions import ConfigurationError, InvalidTarget
+from notify_transport.precedence import Source, pick
 
 LOG = logging.getLogger(__name__)
 
@@ -100,9 +101,10 @@ def side_templates(retry_topic: Any, dead_letter_topic: Any) -> tuple[str | None
 
 
 def listener_settings(opts: Any, options: Mapping[str, Any]) -> ListenerSettings:
-    """Settings from the resolved options ``opts`` and a listener's keyword ``options``."""
-    values = {name: _checked(name, options[name] if name in options else getattr(opts, name))
-              for name in OPTION_NAMES}
+    """Settings from a listener's keyword ``options`` over the transport's resolved ``opts``
+    (URL query over configuration group), in the order :mod:`notify_transport.precedence` keeps."""
+    keywords = {Source.KEYWORD: options}
+    values = {name: _checked(name, pick(name, keywords, getattr(opts, name))) for name in OPTION_NAMES}
     mode = values["delivery_mode"]
     if values["max_in_flight"] < values["workers"]:
         raise ConfigurationError(f"max_in_flight ({values['max_in_flight']}) must be at least "
