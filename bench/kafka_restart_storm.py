@@ -37,6 +37,7 @@ import uuid
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Callable
+from notify_transport.reading import read_topic
 
 #: Acknowledged writes a crashed broker may not have stored: sent at most this long before a
 #: kill. noida-db loses up to about 1.1 s of writes it acknowledged (measured: every id missing
@@ -110,7 +111,7 @@ def read_ids(driver: Any, topic: str, expected: set[int], idle: float = 5.0,
 
     Not bounded by the high watermark: Tansu's can be short of the last records.
     """
-    reader = driver.read_topic(topic, "earliest", until_end=False)
+    reader = read_topic(driver, topic, "earliest", until_end=False)
     ids: list[int] = []
     left = set(expected)
     try:

@@ -3,7 +3,7 @@
 The planner lists partitions and offsets through the driver's
 :class:`~notify_transport.drivers.kafka.cluster.ClusterAdmin`; executors read
 offset ranges with the driver's
-:class:`~notify_transport.drivers.kafka.reader.RangeReader` (assigned, no
+:class:`~notify_transport.reading.RangeReader` (assigned, no
 consumer group, no commits), so the checkpoint alone says what was read and a
 replay reads the same records.
 """
@@ -33,7 +33,7 @@ def admin_properties(config: Mapping[str, str]) -> dict[str, str]:
 
 def record_batch(records: Sequence[ConsumedRecord], arrow_schema):
     """A ``pyarrow.RecordBatch`` of Spark's Kafka columns (key, value, topic, partition, offset,
-    timestamp, timestampType) from records as :class:`~notify_transport.drivers.kafka.reader.RangeReader` reads them."""
+    timestamp, timestampType) from records as :class:`~notify_transport.reading.RangeReader` reads them."""
     import pyarrow as pa
 
     stamps = [r.timestamp() for r in records]

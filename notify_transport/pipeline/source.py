@@ -7,7 +7,7 @@ partition, offset, timestamp, timestampType) from Python, batch and streaming:
 - at most ``readerTasks`` Spark input partitions (default 2; the pipeline
   passes Spark's default parallelism), each reading the explicit
   ``[start, end)`` offset ranges of several Kafka partitions with one
-  client of the driver's :class:`~notify_transport.drivers.kafka.reader.RangeReader`
+  client of the driver's :class:`~notify_transport.reading.RangeReader`
   (assigned: no group, no commit), so the read cost does not grow with the
   number of partitions; a Python worker keeps its clients between
   micro-batches;
@@ -57,7 +57,8 @@ from pyspark.sql.streaming.datasource import (ReadAllAvailable, ReadLimit, ReadM
 from pyspark.sql.types import (BinaryType, BooleanType, IntegerType, LongType, StringType, StructField, StructType,
                                TimestampType)
 
-from notify_transport.drivers.kafka import ClusterAdmin, RangeReader
+from notify_transport.drivers.kafka import ClusterAdmin
+from notify_transport.reading import RangeReader
 from notify_transport.exceptions import ConfigurationError
 from notify_transport.pipeline import caught_up, decode, kafka_io, offsets
 from notify_transport.pipeline.kafka_settings import KafkaSettings

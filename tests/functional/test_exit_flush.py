@@ -22,6 +22,7 @@ import pytest
 
 from kafka_fixtures import SESSION_PREFIX
 from notify_transport.testing.brokers import free_port
+from notify_transport.reading import read_topic
 
 pytestmark = pytest.mark.functional
 
@@ -63,7 +64,7 @@ def run_sender(api: str, mode: str, url: str, topic: str, *flags: str) -> subpro
 
 
 def received_seqs(driver, topic: str) -> list[int]:
-    reader = driver.read_topic(f"{topic}.info", "earliest", until_end=True)
+    reader = read_topic(driver, f"{topic}.info", "earliest", until_end=True)
     try:
         return sorted(json.loads(json.loads(r.value)["oslo.message"])["payload"]["seq"] for r in reader)
     finally:

@@ -40,6 +40,7 @@ import notify_transport
 from notify_transport import Notifier, Target
 from notify_transport.drivers.kafka.delivery.hooks import ListenerHooks
 from notify_transport.exceptions import MessageDeliveryFailure
+from notify_transport.reading import read_topic
 
 pytestmark = [pytest.mark.functional, pytest.mark.slow]
 
@@ -59,7 +60,7 @@ IN_FLIGHT = 200     # at-least-once max_in_flight
 
 
 def read_ids(driver, topic: str) -> list[int]:
-    reader = driver.read_topic(topic, "earliest", until_end=True)
+    reader = read_topic(driver, topic, "earliest", until_end=True)
     try:
         return [json.loads(json.loads(r.value)["oslo.message"])["payload"]["i"] for r in reader]
     finally:

@@ -24,6 +24,7 @@ import pytest
 
 import notify_transport
 from notify_transport import Notifier
+from notify_transport.reading import read_topic
 
 pytestmark = [pytest.mark.functional, pytest.mark.slow]
 
@@ -76,7 +77,7 @@ def test_restart_while_sending_loses_and_duplicates_nothing(own_kafka, kafka_con
     assert len(sent_while_down) > 100  # sends really happened during the outage
     assert not [r for r in caplog.records if "fatal" in r.getMessage().lower()]
 
-    reader = driver.read_topic(f"{topic}.info", "earliest", until_end=True)
+    reader = read_topic(driver, f"{topic}.info", "earliest", until_end=True)
     try:
         ids = [json.loads(json.loads(r.value)["oslo.message"])["payload"]["i"] for r in reader]
     finally:

@@ -10,6 +10,7 @@ import pytest
 
 import notify_transport
 from notify_transport import NotificationResult, Notifier, Target
+from notify_transport.reading import read_topic
 from kafka_fixtures import settled
 from waits import wait_until
 
@@ -38,7 +39,7 @@ def read_back(driver, topic: str, expected: int, quiet: float = 1.0) -> list:
     """Every record of ``topic``: follows it until ``expected`` arrived and ``quiet`` seconds
     passed without more (Tansu under-reports a topic's end offset, so "read to the end"
     cannot be trusted there)."""
-    reader = driver.read_topic(topic, "earliest", until_end=False)
+    reader = read_topic(driver, topic, "earliest", until_end=False)
     records: list = []
     try:
         deadline = time.monotonic() + 30

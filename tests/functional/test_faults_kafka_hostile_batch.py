@@ -16,6 +16,7 @@ from confluent_kafka.admin import AdminClient
 
 import notify_transport
 from notify_transport import NotificationResult, Target
+from notify_transport.reading import read_topic
 from kafka_fixtures import IdRecorder, settled as listener_settled
 from waits import wait_until
 
@@ -132,7 +133,7 @@ def test_hostile_batch_never_stops_the_listener_nor_loses_a_neighbour(kafka_boot
 
         # every copy went to this topic's dead-letter topic, never to one a header named
         assert dead_letter_count(kafka_bootstrap.bootstrap, f"{main}.dlq") == bad + len(requeued)
-        dead = list(transport.driver.read_topic(f"{main}.dlq", "earliest"))
+        dead = list(read_topic(transport.driver, f"{main}.dlq", "earliest"))
         assert len(dead) == bad + len(requeued)
         for record in dead:
             headers = dict(record.headers)

@@ -19,6 +19,7 @@ import notify_transport
 from notify_transport import Notifier, Target
 from notify_transport.drivers.envelope import decode_notification
 from notify_transport.exceptions import DecodeError
+from notify_transport.reading import read_topic
 from kafka_fixtures import IdRecorder, settled
 from waits import wait_until
 
@@ -143,7 +144,7 @@ def test_poison_and_fuzz_are_dead_lettered_good_ones_dispatched_once(kafka_broke
         # every bad record dead-lettered, exactly once, with its coordinates and bytes
         assert (metrics["undecodable"], metrics["dead_lettered"]) == (BAD, BAD)
         assert metrics["copy_failures"] == 0
-        dead = list(transport.driver.read_topic(f"{kafka_topic}.dlq", "earliest"))
+        dead = list(read_topic(transport.driver, f"{kafka_topic}.dlq", "earliest"))
         assert len(dead) == BAD
         by_origin = {}
         for record in dead:

@@ -14,6 +14,7 @@ import pytest
 import notify_transport
 from notify_transport import NotificationResult, Notifier, Target
 from notify_transport.drivers.kafka.delivery.hooks import ListenerHooks
+from notify_transport.reading import read_topic
 from kafka_fixtures import group_offsets
 from waits import wait_until
 
@@ -122,7 +123,7 @@ def publishers_on_each_worker(workers: int) -> list[str]:
 
 
 def read_all(driver, topic: str) -> list:
-    reader = driver.read_topic(topic, "earliest", until_end=True)
+    reader = read_topic(driver, topic, "earliest", until_end=True)
     try:
         return list(reader)
     finally:

@@ -13,8 +13,9 @@ from confluent_kafka import Producer
 import notify_transport
 from notify_transport import Notifier, Target
 from notify_transport.drivers.kafka.positions import MessageId
-from notify_transport.drivers.kafka.reader import PartitionIterator, merge
+from notify_transport.reading.reader import PartitionIterator, merge
 from notify_transport.exceptions import ConfigurationError, MessagingException
+from notify_transport.reading import open_reader, partition_consumer, read_topic
 from waits import time_between_batches, wait_until
 
 pytestmark = pytest.mark.functional
@@ -109,7 +110,7 @@ def test_listener_start_positions_replay_a_pool(transport, unique_topic):
 
 def test_a_reader_has_no_committed_position(transport):
     with pytest.raises(ConfigurationError, match="no consumer group"):
-        transport.driver.partition_consumer("whatever", 0, "committed")
+        partition_consumer(transport.driver, "whatever", 0, "committed")
 
 
 # -- the partition consumer ------------------------------------------------------------------
@@ -118,7 +119,7 @@ def test_partition_consumer_seek_and_latest_message_id(transport, kafka_broker, 
     topic = unique_topic("seek")
     driver = transport.driver
     create_topic(driver, topic, 1)
-    with driver.partition_consumer(topic, 0, "earliest") as consumer:
+    with partition_consumer(driver, topic, 0, "earliest") as consumer:
         assert consumer.latest_message_id() is None  # empty partition
         assert consumer.receive(timeout=0.3) is None
         produce(kafka_broker, topic, [f"v{i}".encode() for i in range(5)])
@@ -132,11 +133,11 @@ def test_partition_consumer_seek_and_latest_message_id(transport, kafka_broker, 
         assert consumer.receive(timeout=0.3) is None and consumer.position == 5
         with pytest.raises(ConfigurationError):
             consumer.seek(MessageId("other", 0, 1))
-    with driver.partition_consumer(topic, 0, "latest") as consumer:
+    with partition_consumer(driver, topic, 0, "latest") as consumer:
         assert consumer.receive(timeout=0.3) is None
         produce(kafka_broker, topic, [b"new"])
         assert consumer.receive(timeout=10).id == MessageId(topic, 0, 5)
-    with driver.partition_consumer(topic, 0, 99) as consumer:  # past the end: clamped
+    with partition_consumer(driver, topic, 0, 99) as consumer:  # past the end: clamped
         assert consumer.position == 6
 
 
@@ -152,11 +153,11 @@ def test_iterators_per_partition_compose_and_close_without_leaks(transport, kafk
     native_before = native_threads()
 
     # one partition from an offset, until its end
-    with PartitionIterator(driver.partition_consumer(topic, 1, "offset:15"), until_end=True) as it:
+    with PartitionIterator(partition_consumer(driver, topic, 1, "offset:15"), until_end=True) as it:
         assert [r.value for r in it] == [f"1-{i}".encode() for i in range(15, 20)]
 
     # three partitions merged, until their end
-    iterators = [PartitionIterator(driver.partition_consumer(topic, p, "earliest"), buffer=4,
+    iterators = [PartitionIterator(partition_consumer(driver, topic, p, "earliest"), buffer=4,
                                    until_end=True) for p in range(3)]
     with merge(iterators, buffer=8) as merged:
         records = list(merged)
@@ -167,16 +168,16 @@ def test_iterators_per_partition_compose_and_close_without_leaks(transport, kafk
         assert [r.offset for r in own] == list(range(20))
 
     # a follow-mode iterator closed while its fetcher waits for more, and one closed mid-way
-    follow = PartitionIterator(driver.partition_consumer(topic, 0, "latest"))
+    follow = PartitionIterator(partition_consumer(driver, topic, 0, "latest"))
     assert follow.next(timeout=0.3) is None
     follow.close()
-    busy = merge([PartitionIterator(driver.partition_consumer(topic, p, "earliest"), buffer=2)
+    busy = merge([PartitionIterator(partition_consumer(driver, topic, p, "earliest"), buffer=2)
                   for p in range(3)], buffer=2)
     assert busy.next(timeout=10) is not None  # fetchers are blocked on full buffers now
     busy.close()
 
     # the whole topic through the driver
-    with contextlib.closing(driver.read_topic(topic, "earliest")) as everything:
+    with contextlib.closing(read_topic(driver, topic, "earliest")) as everything:
         assert len(list(everything)) == 60
 
     assert wait_until(lambda: set(threading.enumerate()) == python_before, timeout=5)
@@ -193,7 +194,7 @@ def test_one_reader_covers_several_partitions_between_start_and_end_offsets(tran
     for partition in range(3):
         produce(kafka_broker, topic, [f"{partition}-{i}".encode() for i in range(10)], partition=partition)
     native_before = native_threads()
-    with driver.reader("ranges") as reader:
+    with open_reader(driver, "ranges") as reader:
         # given ranges (the Spark source's offset ranges) and a position resolved for one more partition
         reader.assign({(topic, 0): 2, (topic, 1): 0}, ends={(topic, 0): 5, (topic, 1): 3})
         assert reader.open([(topic, 2)], StartPosition("last", 4), until_end=True) == {(topic, 2): 6}
@@ -220,7 +221,7 @@ def test_follow_mode_reads_what_arrives_later(transport, kafka_broker, unique_to
     topic = unique_topic("follow")
     driver = transport.driver
     create_topic(driver, topic, 1)
-    with PartitionIterator(driver.partition_consumer(topic, 0, "earliest")) as it:
+    with PartitionIterator(partition_consumer(driver, topic, 0, "earliest")) as it:
         threading.Timer(0.3, produce, (kafka_broker, topic, [b"late-1", b"late-2"])).start()
         got = [next(it).value, next(it).value]
     assert got == [b"late-1", b"late-2"]
@@ -228,4 +229,4 @@ def test_follow_mode_reads_what_arrives_later(transport, kafka_broker, unique_to
 
 def test_reading_a_missing_topic_is_a_clear_error(transport, unique_topic):
     with pytest.raises(MessagingException, match="does not exist"):
-        transport.driver.read_topic(unique_topic("missing"))
+        read_topic(transport.driver, unique_topic("missing"))

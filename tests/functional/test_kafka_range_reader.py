@@ -5,7 +5,7 @@ import pytest
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from notify_transport.drivers.kafka.reader import OffsetRange, RangeReader, RecordsGone
+from notify_transport.reading.reader import OffsetRange, RangeReader, RecordsGone
 
 
 @pytest.fixture

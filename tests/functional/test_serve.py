@@ -65,7 +65,11 @@ class Setup:
     """A config file with a topic and two pools of its own, and the file the endpoints record to.
 
     ``sections`` add options to ``[listener:NAME]``; ``{topic}`` in a value is the test's topic.
+    audit is at-least-once with two workers unless its section says otherwise.
     """
+
+    #: What each listener's section says unless a test gives another value.
+    DEFAULTS: dict[str, dict[str, Any]] = {"audit": {"delivery_mode": "at_least_once", "workers": 2}}
 
     def __init__(self, tmp_path: Path, url: str, **sections: dict[str, Any]) -> None:
         tag = uuid.uuid4().hex[:8]
@@ -76,7 +80,8 @@ class Setup:
         lines = ["[oslo_messaging_notifications]", f"transport_url = {url}", f"topics = {self.topic}"]
         for name, pool in self.pools.items():
             lines += [f"[listener:{name}]", f"pool = {pool}"]
-            lines += [f"{k} = {v}".replace("{topic}", self.topic) for k, v in sections.get(name, {}).items()]
+            said = {**self.DEFAULTS.get(name, {}), **sections.get(name, {})}
+            lines += [f"{k} = {v}".replace("{topic}", self.topic) for k, v in said.items()]
         self.conf_file = tmp_path / f"serve-{tag}.conf"
         self.conf_file.write_text("\n".join(lines) + "\n")
 

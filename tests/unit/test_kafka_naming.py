@@ -7,7 +7,7 @@ import threading
 import pytest
 
 from notify_transport.drivers.kafka.delivery.commit import next_offsets
-from notify_transport.drivers.kafka.delivery.counters import Counter
+from notify_transport.drivers.counter import Counter
 from notify_transport.drivers.kafka.naming import SendTopics, kafka_topic
 from notify_transport.drivers.reporting import RateLimitedLog
 from notify_transport.exceptions import (ConfigurationError, InvalidTarget, InvalidTransportURL,

@@ -31,7 +31,8 @@ CHILD = textwrap.dedent("""
     import concurrent.futures, json, sys, threading, time
     from eventlet import patcher
     from notify_transport.drivers import base
-    from notify_transport.drivers.kafka import cluster, driver, producer, reader
+    from notify_transport.drivers.kafka import cluster, driver, producer
+    from notify_transport.reading import reader
     from notify_transport.drivers.kafka.delivery import commit, workers
     from notify_transport.drivers.rabbit import connection as rabbit_connection, consumer as rabbit_consumer
     from notify_transport import backoff

@@ -8,7 +8,8 @@ from pathlib import Path
 
 import notify_transport
 import notify_transport.kafka as public_kafka
-from notify_transport.drivers.kafka import driver, positions, reader
+from notify_transport.drivers.kafka import driver, positions
+from notify_transport.reading import of_transport, reader
 from notify_transport.drivers.kafka.delivery import hooks
 from notify_transport.notify import CountersLog
 from notify_transport.notify.counters_log import CountersLog as DeepCountersLog
@@ -17,14 +18,15 @@ ROOT = Path(__file__).resolve().parents[2]
 DOC = ROOT / "doc" / "source"
 
 
-def test_kafka_types_are_the_driver_objects_re_exported() -> None:
+def test_kafka_types_are_the_driver_and_reader_objects_re_exported() -> None:
     expected = {
         "ListenerHooks": hooks.ListenerHooks, "DeadLetter": hooks.DeadLetter,
         "MessageId": positions.MessageId, "StartPosition": positions.StartPosition,
         "parse_start_position": positions.parse_start_position, "KINDS": positions.KINDS,
         "PartitionConsumer": reader.PartitionConsumer, "PartitionIterator": reader.PartitionIterator,
         "MergedIterator": reader.MergedIterator, "Record": reader.Record, "merge": reader.merge,
-        "Reader": reader.Reader,
+        "Reader": reader.Reader, "partition_consumer": of_transport.partition_consumer,
+        "read_topic": of_transport.read_topic, "open_reader": of_transport.open_reader,
         "KafkaDriver": driver.KafkaDriver,
     }
     assert sorted(public_kafka.__all__) == sorted(expected)

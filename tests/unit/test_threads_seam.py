@@ -16,8 +16,10 @@ import pytest
 from notify_transport.drivers import threads
 
 PACKAGE = Path(__file__).resolve().parents[2] / "notify_transport"
-#: Modules whose primitives the Kafka driver's native threads use: the driver and what it shares.
-NATIVE = sorted([*(PACKAGE / "drivers" / "kafka").rglob("*.py"), PACKAGE / "drivers" / "reporting.py"])
+#: Modules whose primitives the Kafka driver's native threads use: the driver, what it shares, and the
+#: group-less readers (their fetch threads are native too).
+NATIVE = sorted([*(PACKAGE / "drivers" / "kafka").rglob("*.py"), *(PACKAGE / "reading").rglob("*.py"),
+                 PACKAGE / "drivers" / "reporting.py", PACKAGE / "drivers" / "counter.py"])
 #: Standard modules whose primitives eventlet greens.
 GREENED = {"threading", "queue", "_thread"}
 

@@ -1,6 +1,6 @@
 """Reading notification topics beside the pools, for ``tail``: start positions, new topics, outages.
 
-Reading is the driver's :class:`~notify_transport.drivers.kafka.reader.Reader`
+Reading is the driver's :class:`~notify_transport.reading.Reader`
 (no group). Topics created later are found by asking the metadata every
 ``refresh`` seconds and read from their beginning. A lost connection is one log
 line, and its return another (:class:`ConnectionState`).
@@ -15,12 +15,13 @@ from typing import Iterator, Sequence
 
 from confluent_kafka import KafkaError
 
-from notify_transport.drivers.kafka import (EARLIEST, UNREACHABLE, ClusterError, Partition, Reader, Record,
-                                            StartPosition, reader_config)
+from notify_transport.drivers.kafka import (EARLIEST, UNREACHABLE, ClusterError, Partition, StartPosition,
+                                            reader_config)
 from notify_transport.cli.ops.cluster import RDKAFKA_LOG, KafkaCluster
 from notify_transport.cli.ops.start import Start
 from notify_transport.drivers.envelope import decode_notification
 from notify_transport.exceptions import DecodeError, MessagingException
+from notify_transport.reading import Reader, Record
 
 LOG = logging.getLogger(__name__)
 

@@ -24,10 +24,7 @@ from notify_transport.drivers.kafka.delivery.counters import DeliveryCounters
 from notify_transport.drivers.kafka.delivery.deadletter import SideProducer
 from notify_transport.drivers.kafka.naming import SendTopics, kafka_topic, validate
 from notify_transport.drivers.kafka.options import GROUP, all_opts, delivery_opts, listener_start_timeout
-from notify_transport.drivers.kafka.positions import StartPosition, parse_start_position
 from notify_transport.drivers.kafka.producer import NotificationProducer
-from notify_transport.drivers.kafka.reader import MergedIterator, PartitionConsumer, Reader, reader_config, \
-    read_topic
 from notify_transport.drivers.kafka.delivery.retry import Requeuer
 from notify_transport.drivers.kafka.delivery.settings import EXTRA_KEYWORDS, OPTION_NAMES, listener_settings
 from notify_transport.exceptions import ConfigurationError, InvalidTarget, InvalidTransportURL
@@ -204,23 +201,10 @@ class KafkaDriver(BaseDriver):
             return AutoCommit()
         return CommitBeforeDispatch(requeuer, settings.hooks, counters)
 
-    def partition_consumer(self, topic: str, partition: int = 0,
-                           start: StartPosition | Any = "latest") -> PartitionConsumer:
-        """A consumer of one partition of Kafka topic ``topic`` (a full Kafka topic name,
-        e.g. from :meth:`kafka_topics`), with ``seek()`` and ``latest_message_id()``."""
-        return PartitionConsumer(reader_config(self.url, self.opts), topic, partition,
-                                 parse_start_position(start), name=f"reader {topic}[{partition}]")
-
-    def reader(self, name: str = "reader") -> Reader:
-        """A :class:`~notify_transport.kafka.Reader`: many partitions, one client, no consumer group."""
-        return Reader(reader_config(self.url, self.opts), name, timeout=self._admin.timeout, admin=self._admin)
-
-    def read_topic(self, topic: str, start: StartPosition | Any = "earliest",
-                   until_end: bool = True, buffer: int = 1000) -> MergedIterator:
-        """Iterate over every partition of Kafka topic ``topic`` from ``start``, merged;
-        with ``until_end`` the iteration ends at the end the partitions had when it began."""
-        return read_topic(reader_config(self.url, self.opts), topic, parse_start_position(start),
-                          until_end=until_end, buffer=buffer, timeout=self._admin.timeout)
+    @property
+    def admin(self) -> ClusterAdmin:
+        """The cluster admin client of this transport (topics, offsets, pools), shared by its listeners."""
+        return self._admin
 
     def cleanup(self) -> None:
         """Flush pending notifications (bounded by ``flush_timeout``) and close every client."""

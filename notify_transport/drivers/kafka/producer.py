@@ -22,7 +22,7 @@ from confluent_kafka import KafkaError, KafkaException
 
 from notify_transport.drivers import threads
 from notify_transport.drivers.kafka.client_properties import RDKAFKA_LOG
-from notify_transport.drivers.kafka.delivery.counters import Counter
+from notify_transport.drivers.counter import Counter
 from notify_transport.drivers.reporting import RateLimitedLog
 from notify_transport.exceptions import MessageDeliveryFailure
 from notify_transport.secrets import mask_properties

@@ -24,11 +24,9 @@ def _record(name, payload):
 
 
 class AuditEndpoint:
-    """At-least-once with two workers; built with the service's ConfigOpts."""
+    """Requeues (its section sets at-least-once with two workers); built with the service's ConfigOpts."""
 
     topics = ["notifications"]
-    delivery_mode = "at_least_once"
-    workers = 2
     allow_requeue = True
 
     def __init__(self, conf):

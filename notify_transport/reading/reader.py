@@ -19,13 +19,9 @@ import confluent_kafka
 from confluent_kafka import OFFSET_BEGINNING, OFFSET_END, KafkaError, KafkaException, TopicPartition
 
 from notify_transport.drivers import threads
-from notify_transport.drivers.kafka import client_properties
-from notify_transport.drivers.kafka.client_properties import RDKAFKA_LOG
-from notify_transport.drivers.kafka.cluster import ClusterAdmin
-from notify_transport.drivers.kafka.message import ConsumedRecord
-from notify_transport.drivers.kafka.partitions import OffsetRange, Partition, partitions_in
-from notify_transport.drivers.kafka.positions import (COMMITTED, EARLIEST, LATEST, MessageId, StartPosition,
-                                                      resolve_offsets)
+from notify_transport.drivers.kafka import (COMMITTED, EARLIEST, LATEST, RDKAFKA_LOG, ClusterAdmin, ConsumedRecord,
+                                            MessageId, OffsetRange, Partition, StartPosition, admin_properties,
+                                            partitions_in, reader_config, resolve_offsets, without_group)
 from notify_transport.exceptions import ConfigurationError, MessagingException
 
 if TYPE_CHECKING:
@@ -42,8 +38,8 @@ _END = object()
 #: Record errors that mean the partition cannot be read (raised unless the reader has ``on_error``).
 _MISSING = (KafkaError.UNKNOWN_TOPIC_OR_PART, KafkaError._UNKNOWN_PARTITION)
 
-#: Consumer properties of a reader (the one builder's, kept importable from here).
-reader_config = client_properties.reader_config
+__all__ = ["MergedIterator", "PartitionConsumer", "PartitionIterator", "RangeReader", "Reader", "Record",
+           "RecordsGone", "merge", "merged_topic", "partitions_of", "reader_config"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -100,7 +96,7 @@ class _OwnsConsumer(_Closing):
         if self._consumer is None:
             raise MessagingException(f"{self.name} is closed")
         if self._admin is None:
-            self._admin = ClusterAdmin(client_properties.admin_properties(self._config), timeout=self.timeout)
+            self._admin = ClusterAdmin(admin_properties(self._config), timeout=self.timeout)
         return self._admin
 
     def close(self) -> None:
@@ -495,8 +491,8 @@ def partitions_of(config: dict[str, Any], topic: str, timeout: float = 10.0) -> 
     return [partition for _, partition in found]
 
 
-def read_topic(config: dict[str, Any], topic: str, start: StartPosition, until_end: bool = True,
-               buffer: int = 1000, timeout: float = 10.0) -> MergedIterator:
+def merged_topic(config: dict[str, Any], topic: str, start: StartPosition, until_end: bool = True,
+                 buffer: int = 1000, timeout: float = 10.0) -> MergedIterator:
     """Every partition of ``topic`` from ``start``, merged (see :class:`PartitionIterator`)."""
     iterators: list[PartitionIterator] = []
     try:
@@ -534,7 +530,7 @@ class RangeReader(_OwnsConsumer):
 
     def __init__(self, config: dict[str, Any], name: str = "range reader") -> None:
         self.name = name
-        config = {**client_properties.without_group(config), "logger": RDKAFKA_LOG, "enable.partition.eof": True,
+        config = {**without_group(config), "logger": RDKAFKA_LOG, "enable.partition.eof": True,
                   "auto.offset.reset": "error"}  # a planned offset that is gone is reported, not jumped over
         self._config = config
         try:
