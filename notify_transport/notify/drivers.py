@@ -57,6 +57,12 @@ class Driver(abc.ABC):
         return [(send, None)]
 
 
+def log_failed_send(msg: dict, topic: str | None, exc: Exception) -> None:
+    """The one line a notification that could not be sent gets (the traceback with debug on)."""
+    LOG.error("Could not send notification %s (%s) to %s: %s", msg["message_id"], msg["event_type"], topic, exc,
+              exc_info=LOG.isEnabledFor(logging.DEBUG))
+
+
 class MessagingDriver(Driver):
     """Sends through the transport without oslo's envelope (message version 1.0).
 
@@ -95,9 +101,7 @@ class MessagingDriver(Driver):
             try:
                 send(target, ctxt, msg, version, retry=retry)
             except Exception as exc:  # never break the caller, as oslo does
-                LOG.error("Could not send notification %s (%s) to %s: %s",
-                          msg["message_id"], msg["event_type"], target.topic, exc,
-                          exc_info=LOG.isEnabledFor(logging.DEBUG))
+                log_failed_send(msg, target.topic, exc)
 
 
 class _Refused:

@@ -7,7 +7,7 @@ import time
 from typing import Any, Iterable
 
 from notify_transport import options
-from notify_transport.notify.drivers import Driver, Route, TestDriver, load_drivers
+from notify_transport.notify.drivers import Driver, Route, TestDriver, load_drivers, log_failed_send
 from notify_transport.notify.redaction import redacted_dict
 from notify_transport.secrets import without_secrets
 from notify_transport.serializer import NoOpSerializer, Serializer
@@ -133,24 +133,22 @@ class Notifier:
         loaded = load_drivers(names, conf, self._topics, transport) if names else {}
         #: the driver objects, in configured order (``drivers[i].sent`` for the ``test`` driver)
         self.drivers: list[Driver] = [loaded[n] for n in dict.fromkeys(names)]
-        self._senders = [d.notify for d in self.drivers]
         #: priority -> the drivers' routes (Driver.routes), made on the priority's first notification
         self._routes: dict[str, list[Route]] = {}
         for d in self.drivers:
             if isinstance(d, TestDriver):
                 self.sent = d.sent
-        if not self._senders:
+        if not self.drivers:
             LOG.warning("Notifier %r has no driver configured ([%s] driver is empty): "
                         "notifications are disabled", publisher_id, options.NOTIFICATIONS_GROUP)
 
     def is_enabled(self) -> bool:
         """False when no driver is configured (notifications are dropped by design)."""
-        return bool(self._senders)
+        return bool(self.drivers)
 
     def _notify(self, ctxt: Any, event_type: str, payload: Any, priority: str,
                 publisher_id: str | None = None, retry: int | None = None) -> None:
-        senders = self._senders
-        if not senders:
+        if not self.drivers:
             return
         if self._serializes:
             payload = self._serializer.serialize_entity(ctxt, payload)
@@ -177,8 +175,7 @@ class Notifier:
             try:
                 send(ctxt, msg, retry)
             except Exception as exc:  # never break the caller, as oslo does
-                LOG.error("Could not send notification %s (%s) to %s: %s", msg["message_id"],
-                          msg["event_type"], topic, exc, exc_info=LOG.isEnabledFor(logging.DEBUG))
+                log_failed_send(msg, topic, exc)
 
     def audit(self, ctxt: Any, event_type: str, payload: Any) -> None:
         self._notify(ctxt, event_type, payload, "AUDIT")

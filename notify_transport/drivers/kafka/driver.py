@@ -40,6 +40,12 @@ _encode = envelope.encode
 _CONTEXT_DICT = envelope.CONTEXT_DICT
 
 
+def _key_of(message: dict) -> str | None:
+    """The record key: the publisher, which keeps each publisher's notifications in order."""
+    key = message.get("publisher_id")
+    return key if key is None or type(key) is str else str(key)
+
+
 class KafkaDriver(BaseDriver):
     """Notifications over Kafka: topics ``topic.priority[.vhost]``, a pool is a consumer group."""
 
@@ -92,25 +98,16 @@ class KafkaDriver(BaseDriver):
         topic = self._kafka_topic_for(target.topic)
         if ctxt is not None and type(ctxt) is not dict:
             ctxt = ctxt.to_dict() if hasattr(ctxt, "to_dict") else dict(ctxt)
-        value = _encode(message, ctxt, version, _CONTEXT_DICT)
-        key = message.get("publisher_id")
-        if key is not None and type(key) is not str:
-            key = str(key)
-        # the publisher as message key keeps each publisher's notifications in order
-        self._send(topic, value, key, retry)
+        self._send(topic, _encode(message, ctxt, version, _CONTEXT_DICT), _key_of(message), retry)
 
     def notification_sender(self, target: Target, version: float) -> NotificationSender:
         """:meth:`send_notification` for one target: its Kafka topic named once, the context
         taken as the dict the notifier made (a Notifier is this method's caller)."""
         topic = self._kafka_topic_for(target.topic)
-        send, encode, context_dict = self._producer.send, _encode, _CONTEXT_DICT
+        send, encode, context_dict, key_of = self._producer.send, _encode, _CONTEXT_DICT, _key_of
 
         def sender(ctxt: dict, message: dict, retry: int | None = None) -> None:
-            key = message.get("publisher_id")
-            if key is not None and type(key) is not str:
-                key = str(key)
-            # the publisher as message key keeps each publisher's notifications in order
-            send(topic, encode(message, ctxt, version, context_dict), key, retry)
+            send(topic, encode(message, ctxt, version, context_dict), key_of(message), retry)
         return sender
 
     def flush(self, timeout: float | None = None) -> int:
