@@ -43,6 +43,14 @@ def conf() -> cfg.ConfigOpts:
     return opts
 
 
+@pytest.fixture
+def oslo_conf() -> cfg.ConfigOpts:
+    """oslo.messaging's global configuration, parsed with no arguments: oslo.messaging registers
+    some of its options only there, so a test that runs both libraries side by side uses it."""
+    cfg.CONF([])
+    return cfg.CONF
+
+
 @pytest.fixture(autouse=True)
 def nothing_outlives_the_test() -> Iterator[None]:
     """Fail the test that leaves an open transport or a non-daemon thread behind."""

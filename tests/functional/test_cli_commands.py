@@ -8,13 +8,12 @@ from __future__ import annotations
 
 import contextlib
 import json
-import threading
 import time
 import uuid
 from typing import Any, Iterator
 
 import pytest
-from kafka_fixtures import settled
+from kafka_fixtures import IdRecorder, settled
 from waits import time_between_batches, wait_for_clock, wait_until
 from confluent_kafka.admin import AdminClient
 
@@ -42,31 +41,23 @@ def vhost() -> str:
     return f"v{uuid.uuid4().hex[:8]}"
 
 
-class Seen:
-    """An endpoint recording the ``seq`` of each info notification."""
+class Seen(IdRecorder):
+    """The ``seq`` of each info notification, waited for."""
 
     def __init__(self) -> None:
-        self.seqs: list[int] = []
-        self._cond = threading.Condition()
-
-    def info(self, ctxt, publisher_id, event_type, payload, metadata) -> None:
-        with self._cond:
-            self.seqs.append(payload["seq"])
-            self._cond.notify_all()
+        super().__init__(key="seq")
 
     def wait_for(self, count: int, timeout: float = 20.0) -> list[int]:
-        deadline = time.monotonic() + timeout
-        with self._cond:
-            while len(self.seqs) < count and time.monotonic() < deadline:
-                self._cond.wait(deadline - time.monotonic())
-            return list(self.seqs)
+        """What arrived once ``count`` did (or ``timeout`` passed: the caller's assertion says so)."""
+        wait_until(lambda: len(self.ids) >= count, timeout)
+        return list(self.ids)
 
     def settle(self, server: Any) -> list[int]:
         """Everything received, once nothing more can arrive: the server's group committed the
         end of every partition, and a graceful stop dispatches everything committed."""
         assert wait_until(lambda: settled(server), 30, interval=0.2), server.metrics()
         assert server.stop(graceful=True, timeout=30)
-        return list(self.seqs)
+        return list(self.ids)
 
 
 @contextlib.contextmanager
@@ -252,7 +243,7 @@ def test_replay_to_earliest_re_receives_exactly_the_old_messages(broker, unique_
         code, out, err = cli(capsys, "replay", *args, "--to-earliest", "--execute")
         assert code == 1
         assert "pool 'ceilometer' has 1 member(s)" in err and "nothing changed" in err
-    assert first.seqs == list(range(8))  # the listener stopped: nothing more arrived
+    assert first.ids == list(range(8))  # the listener stopped: nothing more arrived
 
     # without --execute: the plan (from, to, received again per partition) and nothing changes
     code, out, err = cli(capsys, "replay", *args, "--to-earliest")

@@ -18,6 +18,7 @@ import uuid
 from typing import Any, Iterator
 
 import pytest
+from kafka_fixtures import IdRecorder
 from waits import time_between_batches, wait_until
 
 import notify_transport as nt
@@ -207,29 +208,19 @@ def test_send_timeout_bounds_an_unreachable_rabbit() -> None:
 
 # -- retry and dead-letter topics ---------------------------------------------------------------------
 
-class Failing:
-    """Requeues every notification: they go to the retry topic, then to the dead-letter topic."""
-
-    def __init__(self) -> None:
-        self.calls = 0
-
-    def info(self, ctxt, publisher_id, event_type, payload, metadata) -> Any:
-        self.calls += 1
-        return nt.NotificationResult.REQUEUE
-
-
 def test_retry_and_dead_letter_topics_are_labelled(broker, unique_topic, notifier, kafka_conf) -> None:
     topic, vh = unique_topic("dlq"), vhost()
     url = broker.url(vh)
     send(notifier(url, topic), range(2))
     transport = nt.get_notification_transport(kafka_conf, broker.url(vh, auto_offset_reset="earliest"))
-    endpoint = Failing()
+    # requeues every notification: they go to the retry topic, then to the dead-letter topic
+    endpoint = IdRecorder(result=lambda payload: nt.NotificationResult.REQUEUE)
     server = nt.get_notification_listener(transport, [nt.Target(topic=topic)], [endpoint], pool="billing",
                                           allow_requeue=True, delivery_mode="at_least_once", max_attempts=2,
                                           retry_delay=0.1)
     server.start()
     try:
-        assert wait_until(lambda: endpoint.calls >= 4, timeout=60)  # each notification twice: then dead-lettered
+        assert wait_until(lambda: len(endpoint.ids) >= 4, timeout=60)  # each notification twice: then dead-lettered
         # the dead letters are confirmed once the broker has them: wait until they are counted
         listing: dict = {}
 

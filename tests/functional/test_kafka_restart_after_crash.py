@@ -14,11 +14,12 @@ import signal
 import subprocess
 import sys
 import textwrap
-import threading
 import uuid
 
 import pytest
+from kafka_fixtures import IdRecorder
 from oslo_config import cfg
+from waits import wait_until
 
 import notify_transport as nt
 
@@ -43,16 +44,6 @@ CHILD = textwrap.dedent("""
 """)
 
 
-class Endpoint:
-    def __init__(self) -> None:
-        self.got: list[dict] = []
-        self.arrived = threading.Event()
-
-    def info(self, ctxt, publisher_id, event_type, payload, metadata):
-        self.got.append(payload)
-        self.arrived.set()
-
-
 def crash_a_member(url: str, topic: str, pool: str) -> None:
     """Start a listener of ``pool`` in a child process, wait until it joined, SIGKILL it."""
     child = subprocess.Popen([sys.executable, "-c", CHILD, url, topic, pool], stdout=subprocess.PIPE,
@@ -64,7 +55,7 @@ def crash_a_member(url: str, topic: str, pool: str) -> None:
         child.wait(30)
 
 
-def listener(url: str, topic: str, pool: str, endpoint: Endpoint, **query):
+def listener(url: str, topic: str, pool: str, endpoint: IdRecorder, **query):
     conf = cfg.ConfigOpts()
     conf([])
     extra = "".join(f"&{k}={v}" for k, v in query.items())
@@ -77,14 +68,14 @@ def test_default_start_timeout_waits_out_the_dead_predecessor(tansu, unique_topi
     url = tansu.url(None, session_timeout=20, heartbeat_interval=1, consumer_config="max.poll.interval.ms:20000")
     topic, pool = unique_topic("restart"), f"restart-{uuid.uuid4().hex[:6]}"
     crash_a_member(url, topic, pool)
-    endpoint = Endpoint()
+    endpoint = IdRecorder()
     transport, server = listener(url, topic, pool, endpoint)
     try:
         server.start()  # returns once the dead member was evicted and this one got the partitions
         nt.Notifier(transport, "svc", driver="messagingv2", topics=[topic]).info({}, "after.restart", {"x": 1})
         transport.flush(30)
-        assert endpoint.arrived.wait(60), "the restarted listener received nothing"
-        assert endpoint.got == [{"x": 1}]
+        assert wait_until(lambda: endpoint.payloads, 60), "the restarted listener received nothing"
+        assert endpoint.payloads == [{"x": 1}]
     finally:
         server.stop()
         server.wait()
@@ -95,7 +86,7 @@ def test_a_start_timeout_below_the_session_timeout_fails_the_restart(tansu, uniq
     url = tansu.url(None, session_timeout=8, heartbeat_interval=0.5)
     topic, pool = unique_topic("restart"), f"restart-{uuid.uuid4().hex[:6]}"
     crash_a_member(url, topic, pool)
-    transport, server = listener(url, topic, pool, Endpoint(), listener_start_timeout=1)
+    transport, server = listener(url, topic, pool, IdRecorder(), listener_start_timeout=1)
     try:
         with pytest.raises(nt.ServerListenError, match="did not get its partitions"):
             server.start()

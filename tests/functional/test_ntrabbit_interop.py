@@ -86,14 +86,8 @@ class BatchNotes:
         return [p for batch in self.batches for p in batch]
 
 
-@pytest.fixture(scope="module")
-def conf() -> cfg.ConfigOpts:
-    cfg.CONF([])
-    return cfg.CONF
-
-
 @pytest.fixture
-def deployment(conf: cfg.ConfigOpts, rabbit: str, rabbit_admin: Any) -> Iterator[Callable[..., Any]]:
+def deployment(oslo_conf: cfg.ConfigOpts, rabbit: str, rabbit_admin: Any) -> Iterator[Callable[..., Any]]:
     """``deployment(scheme, kind)`` -> a transport of that scheme; all stopped and cleaned up after."""
     transports: list[Any] = []
     servers: list[Any] = []
@@ -101,9 +95,9 @@ def deployment(conf: cfg.ConfigOpts, rabbit: str, rabbit_admin: Any) -> Iterator
     def make(scheme: str, kind: str = "rpc") -> Any:
         url = rabbit_url().replace("rabbit://", f"{scheme}://", 1)
         if kind == "rpc":
-            transport = oslo_messaging.get_rpc_transport(conf, url, allowed_remote_exmods=[__name__])
+            transport = oslo_messaging.get_rpc_transport(oslo_conf, url, allowed_remote_exmods=[__name__])
         else:
-            transport = oslo_messaging.get_notification_transport(conf, url)
+            transport = oslo_messaging.get_notification_transport(oslo_conf, url)
         transports.append(transport)
         return transport
 

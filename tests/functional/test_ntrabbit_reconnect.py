@@ -21,7 +21,6 @@ import threading
 from typing import Any
 
 import pytest
-from oslo_config import cfg
 
 oslo_messaging = pytest.importorskip("oslo_messaging")
 
@@ -64,12 +63,11 @@ def connections_of_this_process() -> list[str]:
     return connections_of(os.getpid())
 
 
-def test_confirmed_casts_survive_a_cut_connection_and_calls_time_out(own_vhost, unique):
-    cfg.CONF([])
+def test_confirmed_casts_survive_a_cut_connection_and_calls_time_out(own_vhost, unique, oslo_conf):
     url = rabbit_url(own_vhost, FAST_RETRY).replace("rabbit://", "ntrabbit://", 1)
     topic = unique("ntrcut")
-    server_transport = oslo_messaging.get_rpc_transport(cfg.CONF, url)
-    client_transport = oslo_messaging.get_rpc_transport(cfg.CONF, url)
+    server_transport = oslo_messaging.get_rpc_transport(oslo_conf, url)
+    client_transport = oslo_messaging.get_rpc_transport(oslo_conf, url)
     endpoint = Endpoint()
     server = oslo_messaging.get_rpc_server(server_transport, oslo_messaging.Target(topic=topic, server="s1"),
                                            [endpoint])

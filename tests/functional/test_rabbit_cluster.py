@@ -235,14 +235,12 @@ def _queue_types(cluster, prefix: str) -> dict[str, str]:
             if name.startswith(prefix)}
 
 
-def test_oslo_rabbit_and_ntrabbit_share_the_clusters_quorum_queues(rabbit_cluster):
+def test_oslo_rabbit_and_ntrabbit_share_the_clusters_quorum_queues(rabbit_cluster, oslo_conf):
     """A mixed deployment on the cluster, same options: oslo.messaging's ``rabbit://`` and our
     ``ntrabbit://`` declare the same quorum queues, serve one topic together and exchange
     notifications both ways."""
     import oslo_messaging
-    from oslo_config import cfg
 
-    cfg.CONF([])  # oslo.messaging registers some options only on the global CONF
     topic = f"cluster_mixed_{uuid.uuid4().hex[:8]}"
     transports, servers = {}, []
 
@@ -266,8 +264,8 @@ def test_oslo_rabbit_and_ntrabbit_share_the_clusters_quorum_queues(rabbit_cluste
     try:
         for scheme in ("rabbit", "ntrabbit"):
             url = f"{rabbit_cluster.url(scheme=scheme)}?{CLUSTER_QUERY}"
-            transports[scheme] = (oslo_messaging.get_rpc_transport(cfg.CONF, url),
-                                  oslo_messaging.get_notification_transport(cfg.CONF, url))
+            transports[scheme] = (oslo_messaging.get_rpc_transport(oslo_conf, url),
+                                  oslo_messaging.get_notification_transport(oslo_conf, url))
         endpoints = {scheme: Server(scheme) for scheme in transports}
         for scheme, endpoint in endpoints.items():
             server = oslo_messaging.get_rpc_server(

@@ -13,7 +13,6 @@ import uuid
 
 import pika
 import pytest
-from oslo_config import cfg
 
 oslo_messaging = pytest.importorskip("oslo_messaging")
 
@@ -65,25 +64,19 @@ class Notes:
             self.got.append(("error", ctxt, publisher_id, event_type, payload, metadata))
 
 
-@pytest.fixture(scope="module")
-def conf():
-    cfg.CONF([])
-    return cfg.CONF
-
-
 @pytest.fixture
-def both(conf, rabbit, rabbit_admin):
+def both(oslo_conf, rabbit, rabbit_admin):
     """(oslo transport, our transport) for RPC on one ConfigOpts; cleaned up after the test."""
     made: list[tuple[str, object]] = []
     servers: list[object] = []
 
     def make(kind: str = "rpc", allowed=None):
         if kind == "rpc":
-            ot = oslo_messaging.get_rpc_transport(conf, rabbit, allowed_remote_exmods=allowed)
-            our = rpc.get_rpc_transport(conf, rabbit, allowed_remote_exmods=allowed)
+            ot = oslo_messaging.get_rpc_transport(oslo_conf, rabbit, allowed_remote_exmods=allowed)
+            our = rpc.get_rpc_transport(oslo_conf, rabbit, allowed_remote_exmods=allowed)
         else:
-            ot = oslo_messaging.get_notification_transport(conf, rabbit)
-            our = nt.get_notification_transport(conf, rabbit)
+            ot = oslo_messaging.get_notification_transport(oslo_conf, rabbit)
+            our = nt.get_notification_transport(oslo_conf, rabbit)
         made.extend([("oslo", ot), ("ours", our)])
         return ot, our
 

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import pytest
 from oslo_config import cfg
+from py4j.protocol import Py4JJavaError
+from pyspark.errors import PySparkException
 
 import notify_transport
 from notify_transport.pipeline.kafka_settings import KafkaSettings
@@ -20,6 +22,8 @@ from session_brokers import SECURE_PASSWORD, SECURE_USER
 from spark_support import NotificationProducer
 
 COUNT = 30
+#: How a failed Spark job reaches Python: an error PySpark recognised, or the JVM's own exception.
+SPARK_ERRORS = (PySparkException, Py4JJavaError)
 
 
 @pytest.fixture(scope="module")
@@ -55,14 +59,14 @@ def test_a_wrong_password_fails_the_read_and_names_the_cause(spark, connector, a
     wrong = "not-" + SECURE_PASSWORD
     settings = KafkaSettings.from_url(apache_kafka.secure_url(SECURE_USER, password=wrong))
     subscription = Subscription(base_topics=(secured_topic,))
-    with pytest.raises(Exception) as refused:
+    with pytest.raises(SPARK_ERRORS) as refused:
         read_decoded(spark, settings, subscription, streaming=False, fmt=connector).collect()
     assert wrong not in str(refused.value)
     # notify_kafka's planner asks for the partitions with the driver's admin client; a short
     # metadata wait keeps the test short, and the error gives the client's last error, not a timeout alone
     options = {**source_options(settings, subscription, "notify_kafka", streaming=False),
                "metadataTimeoutMs": "5000"}
-    with pytest.raises(Exception) as refused:
+    with pytest.raises(SPARK_ERRORS) as refused:
         spark.read.format("notify_kafka").options(**options).load().collect()
     text = str(refused.value)
     assert "last error: _AUTHENTICATION: " in text and wrong not in text
