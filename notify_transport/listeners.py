@@ -219,13 +219,14 @@ def _topics(value: Any) -> list[str]:
 def describe(entry: RegisteredEntry, endpoint: Any, conf: cfg.ConfigOpts) -> EntryPointListener:
     """The listener of ``endpoint``: its attributes with the ``[listener:NAME]`` section on top."""
     group = section(entry.name)
-    register_opts(conf, listener_opts(), group)
+    section_opts = listener_opts()
+    register_opts(conf, section_opts, group)
     register_notifier_opts(conf)
     values = conf[group]
 
     driver_opts, keywords = listener_options()
     delivery = [opt.name for opt in driver_opts]
-    names = [opt.name for opt in listener_opts()] + list(keywords)
+    names = [opt.name for opt in section_opts] + list(keywords)
     said = {Source.SECTION: {name: getattr(values, name, None) for name in names},  # hooks: an attribute only
             Source.ENDPOINT: attributes(endpoint, names)}
     warn_deprecated(delivery, said, f"listener {entry.name}")

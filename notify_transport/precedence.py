@@ -50,13 +50,8 @@ Said = Mapping[Source, Mapping[str, Any]]
 def pick(name: str, said: Said, default: Any = None) -> Any:
     """The value of option ``name`` from the strongest source in ``said`` that gives one
     (None counts as not given), else ``default``."""
-    for source in ORDER:
-        values = said.get(source)
-        if values is not None:
-            value = values.get(name)
-            if value is not None:
-                return value
-    return default
+    source = source_of(name, said)
+    return default if source is None else said[source][name]
 
 
 def source_of(name: str, said: Said) -> Source | None:
