@@ -321,6 +321,9 @@ class PartitionConsumer(_Closing):
 
     def seek(self, message_id: MessageId, inclusive: bool = True) -> None:
         """Read next from ``message_id`` (``inclusive``) or from the record after it."""
+        if not isinstance(message_id, MessageId):
+            raise TypeError(f"{self.name}: seek() takes a MessageId (a record's id, or latest_message_id(), "
+                            f"which is None while the partition is empty), not {type(message_id).__name__}")
         if (message_id.topic, message_id.partition) != self._tp:
             raise ConfigurationError(f"{self.name} reads {self.topic}[{self.partition}], "
                                      f"not {message_id.topic}[{message_id.partition}]")

@@ -121,6 +121,8 @@ def test_partition_consumer_seek_and_latest_message_id(transport, kafka_broker, 
     create_topic(driver, topic, 1)
     with partition_consumer(driver, topic, 0, "earliest") as consumer:
         assert consumer.latest_message_id() is None  # empty partition
+        with pytest.raises(TypeError, match="MessageId"):  # its None handed on, as a reader might
+            consumer.seek(consumer.latest_message_id())
         assert consumer.receive(timeout=0.3) is None
         produce(kafka_broker, topic, [f"v{i}".encode() for i in range(5)])
         assert consumer.latest_message_id() == MessageId(topic, 0, 4)

@@ -83,3 +83,29 @@ def test_a_different_oslo_context_disables_the_shortcut(monkeypatch):
         monkeypatch.undo()
         redaction._check.cache_clear()
     assert redaction.redacted_dict(oslo_context.RequestContext(overwrite=False)) is not None
+
+
+class _OwnContext(oslo_context.RequestContext):
+    """A subclass: its own redacted_copy() decides what goes on the bus."""
+
+    def redacted_copy(self, **kwargs):
+        copy = super().redacted_copy(**kwargs)
+        copy.user_id = "masked"
+        return copy
+
+
+def test_a_notifier_sends_the_redacted_dict_of_each_context_it_is_given(conf):
+    import notify_transport as nt
+
+    with nt.get_notification_transport(conf, "fake://") as transport:
+        notifier = nt.Notifier(transport, "host-1", driver="test")
+        for ctxt in list(contexts()) + [_OwnContext(user_id="u2", auth_token="tok", overwrite=False)]:
+            notifier.info(ctxt, "compute.start", {})
+            sent = notifier.sent[-1][0]
+            expected = ctxt.redacted_copy().to_dict()
+            if not ctxt.request_id:
+                assert sent.pop("request_id").startswith("req-")
+                expected.pop("request_id")
+            assert json.dumps(sent) == json.dumps(expected)
+            assert sent["auth_token"] is None
+        assert sent["user"] == "masked"

@@ -36,14 +36,7 @@ LOG = logging.getLogger(__name__)
 #: a custom ``commit_policy``, every delivery option of :mod:`.options` and ``hooks``.
 LISTENER_OPTIONS = ("commit_policy",) + OPTION_NAMES + EXTRA_KEYWORDS
 
-_encode = envelope.encode
 _CONTEXT_DICT = envelope.CONTEXT_DICT
-
-
-def _key_of(message: dict) -> str | None:
-    """The record key: the publisher, which keeps each publisher's notifications in order."""
-    key = message.get("publisher_id")
-    return key if key is None or type(key) is str else str(key)
 
 
 class KafkaDriver(BaseDriver):
@@ -83,7 +76,8 @@ class KafkaDriver(BaseDriver):
         self._producer = NotificationProducer(producer_conf, self.opts.producer_queue_timeout,
                                               self.opts.flush_timeout, url.redacted())
         exit_flush.register(self._producer, self.opts.exit_flush_timeout, url.redacted())
-        self._send = self._producer.send
+        #: (topic, version) -> the sender send_notification uses (notification_sender's)
+        self._senders: dict[tuple[str | None, float], NotificationSender] = {}
         self._admin = ClusterAdmin(client_properties.admin_config(url, self.opts), self.opts.topic_partitions,
                                  self.opts.topic_replication_factor,
                                  timeout=min(10.0, self._start_timeout))
@@ -95,20 +89,18 @@ class KafkaDriver(BaseDriver):
 
     def send_notification(self, target: Target, ctxt: Any, message: dict,
                           version: float, retry: int | None = None) -> None:
-        topic = self._kafka_topic_for(target.topic)
         if ctxt is not None and type(ctxt) is not dict:
             ctxt = ctxt.to_dict() if hasattr(ctxt, "to_dict") else dict(ctxt)
-        self._send(topic, _encode(message, ctxt, version, _CONTEXT_DICT), _key_of(message), retry)
+        send = self._senders.get((target.topic, version))
+        if send is None:
+            send = self._senders[(target.topic, version)] = self.notification_sender(target, version)
+        send(ctxt, message, retry)
 
     def notification_sender(self, target: Target, version: float) -> NotificationSender:
-        """:meth:`send_notification` for one target: its Kafka topic named once, the context
-        taken as the dict the notifier made (a Notifier is this method's caller)."""
-        topic = self._kafka_topic_for(target.topic)
-        send, encode, context_dict, key_of = self._producer.send, _encode, _CONTEXT_DICT, _key_of
-
-        def sender(ctxt: dict, message: dict, retry: int | None = None) -> None:
-            send(topic, encode(message, ctxt, version, context_dict), key_of(message), retry)
-        return sender
+        """:meth:`send_notification` for one target: its Kafka topic named and its encoding
+        chosen once, the context taken as the dict the notifier made (a Notifier is this
+        method's caller)."""
+        return self._producer.sender(self._kafka_topic_for(target.topic), envelope.encoder(version, _CONTEXT_DICT))
 
     def flush(self, timeout: float | None = None) -> int:
         return self._producer.flush(timeout)
