@@ -151,5 +151,8 @@ def _query_values(by_name: Mapping[str, cfg.Opt], query: Mapping[str, str], grou
         except (ValueError, TypeError) as exc:
             raise InvalidTransportURL(
                 url_for_errors, f"Invalid value {raw!r} for {key!r} in transport URL: {exc}") from None
+        if opt.deprecated_for_removal:
+            LOG.warning("%s: option %s in the transport URL query is deprecated: %s", url_for_errors or group,
+                        key, opt.deprecated_reason)
         values[opt.dest] = value
     return values

@@ -1,6 +1,8 @@
 """The librdkafka configuration built from options and the transport URL (no broker)."""
 from __future__ import annotations
 
+import logging
+
 import pytest
 from oslo_config import cfg
 
@@ -264,3 +266,26 @@ def test_the_producer_queue_bound_is_overridable(conf):
     producer = kc.producer_config(url, opts)
     assert producer["queue.buffering.max.messages"] == "300"
     assert producer["queue.buffering.max.kbytes"] == 128 * 1024
+
+
+@pytest.mark.parametrize("query, replacement", [
+    ("producer_linger=0", "producer_config = linger.ms"),
+    ("prefetch_messages=200", "consumer_config = queued.min.messages"),
+    ("prefetch_backoff=0.05", "consumer_config = fetch.queue.backoff.ms"),
+])
+def test_a_deprecated_option_in_the_query_still_applies_and_says_what_replaces_it(conf, caplog, query,
+                                                                                 replacement):
+    with caplog.at_level(logging.WARNING, logger="notify_transport.drivers.config"):
+        url, opts = build(conf, f"kafka://h?{query}")
+    name, value = query.split("=")
+    assert getattr(opts, name) == float(value)
+    warnings = [r.getMessage() for r in caplog.records if name in r.getMessage()]
+    assert len(warnings) == 1 and "deprecated" in warnings[0] and replacement in warnings[0]
+
+
+def test_the_replacement_sets_the_same_property(conf):
+    _, deprecated = build(conf, "kafka://h?prefetch_messages=200")
+    url, opts = build(conf, "kafka://h?consumer_config=queued.min.messages:200")
+    # librdkafka takes a property's value as text or as a number alike
+    assert int(kc.consumer_config(url, opts, "g")["queued.min.messages"]) == int(kc.consumer_config(
+        url, deprecated, "g")["queued.min.messages"]) == 200

@@ -80,12 +80,15 @@ oslo_compat_opts = [
 
 extra_opts = [
     cfg.FloatOpt('producer_linger', default=0.002, min=0,
+                 deprecated_for_removal=True,
+                 deprecated_reason='It is a second name for librdkafka linger.ms beside '
+                                   'producer_batch_timeout: set producer_batch_timeout, or '
+                                   'producer_config = linger.ms:N for 0 or another value.',
                  help='Seconds the producer waits to batch notifications when '
                       'producer_batch_timeout is 0 (its default, which librdkafka '
                       'would take as "send each message at once", costing several '
                       'times the CPU per notification). A non-zero '
-                      'producer_batch_timeout takes precedence; set both to 0 for '
-                      'no batching delay at all.'),
+                      'producer_batch_timeout takes precedence.'),
     cfg.StrOpt('producer_acks', default='all', choices=['0', '1', 'all'],
                help='How many replicas must acknowledge a notification before '
                     'the broker confirms it (Kafka "acks"). "all" waits for every '
@@ -149,11 +152,17 @@ extra_opts = [
                       'after its last heartbeat (up to twice that on brokers that '
                       'check expiry periodically).'),
     cfg.IntOpt('prefetch_messages', default=5000, min=1,
+               deprecated_for_removal=True,
+               deprecated_reason='It only sets librdkafka queued.min.messages: set '
+                                 'consumer_config = queued.min.messages:N instead.',
                help='Messages per partition a listener keeps fetched ahead of '
                     'dispatch (librdkafka queued.min.messages, whose default of '
                     '100000 can hold up to 64 MB per listener). Once the local '
                     'queue holds more, fetching pauses for prefetch_backoff.'),
     cfg.FloatOpt('prefetch_backoff', default=0.01, min=0,
+                 deprecated_for_removal=True,
+                 deprecated_reason='It only sets librdkafka fetch.queue.backoff.ms: set '
+                                   'consumer_config = fetch.queue.backoff.ms:N instead.',
                  help='Seconds fetching pauses when prefetch_messages are already '
                       'waiting for dispatch (librdkafka fetch.queue.backoff.ms). '
                       'Short enough that the queue never runs dry at full speed.'),
