@@ -16,7 +16,7 @@ import decimal
 import enum
 import json
 import uuid
-from typing import Any, Callable
+from typing import Any
 
 from notify_transport.exceptions import DecodeError
 
@@ -102,45 +102,20 @@ else:  # pragma: no cover
 _ENVELOPE_HEAD = f'{{"{VERSION_KEY}": "{ENVELOPE_VERSION}", "{MESSAGE_KEY}": '.encode()
 
 
-def encoder(version: float | str = 2.0, context_style: str = CONTEXT_DICT) -> Callable[[dict, dict | None], bytes]:
-    """``encode(message, ctxt)`` for one version and context style, chosen once.
-
-    A sender of one kind of message asks once, so that each message costs the
-    JSON work alone: the 2.0 envelope with a ``_context`` dict (every Kafka
-    notification) is encoded without a Python call between it and orjson.
-    """
-    v2 = version == 2.0 or float(version) >= 2.0
-    if v2 and context_style == CONTEXT_DICT and orjson is not None:
-        head, options = _ENVELOPE_HEAD, _ORJSON_OPTIONS
-
-        def encode_v2(message: dict, ctxt: dict | None) -> bytes:
-            msg = {**message, CONTEXT_KEY: ctxt or {}}
-            try:
-                inner = _orjson_dumps(msg, default=to_primitive, option=options)
-            except _OrjsonEncodeError:
-                inner = _dumps(msg).encode("utf-8")
-            # the message JSON travels as one JSON string inside the envelope
-            return b"".join((head, _orjson_dumps(inner.decode("utf-8")), b"}"))
-        return encode_v2
-
-    def encode_any(message: dict, ctxt: dict | None) -> bytes:
-        msg = dict(message)
-        if context_style == CONTEXT_DICT:
-            msg[CONTEXT_KEY] = ctxt or {}
-        elif ctxt:
-            for key, value in ctxt.items():
-                msg[CONTEXT_PREFIX + key] = value
-        inner = _dumps_bytes(msg)
-        if v2:
-            return b"".join((_ENVELOPE_HEAD, _dumps_bytes(inner.decode("utf-8")), b"}"))
-        return inner
-    return encode_any
-
-
 def encode(message: dict, ctxt: dict | None, version: float | str = 2.0,
            context_style: str = CONTEXT_DICT) -> bytes:
     """Return the wire bytes of ``message`` with ``ctxt`` packed inside it."""
-    return encoder(version, context_style)(message, ctxt)
+    msg = dict(message)
+    if context_style == CONTEXT_DICT:
+        msg[CONTEXT_KEY] = ctxt or {}
+    elif ctxt:
+        for key, value in ctxt.items():
+            msg[CONTEXT_PREFIX + key] = value
+    inner = _dumps_bytes(msg)
+    if version == 2.0 or float(version) >= 2.0:
+        # the message JSON travels as one JSON string inside the envelope
+        return b"".join((_ENVELOPE_HEAD, _dumps_bytes(inner.decode("utf-8")), b"}"))
+    return inner
 
 
 #: Why a record nested too deeply is refused (the standard parser stops at

@@ -8,7 +8,7 @@ from typing import Any, Iterable
 
 from notify_transport import options
 from notify_transport.notify.drivers import Driver, Route, TestDriver, load_drivers, log_failed_send
-from notify_transport.notify.redaction import redacted_dict, shortcut
+from notify_transport.notify.redaction import redacted_dict
 from notify_transport.secrets import without_secrets
 from notify_transport.serializer import NoOpSerializer, Serializer
 
@@ -122,8 +122,6 @@ class Notifier:
         self._clock = _UtcClock()
         #: the default serializer changes nothing: skip its two calls per notification
         self._serializes = type(self._serializer) is not NoOpSerializer
-        #: oslo.context's RequestContext and its redacted dict, tested per notification by exact type
-        self._context_type, self._redacted = shortcut()
         if driver is None:
             names = list(group.driver)
         elif isinstance(driver, str):
@@ -155,17 +153,11 @@ class Notifier:
         if self._serializes:
             payload = self._serializer.serialize_entity(ctxt, payload)
             ctxt = self._serializer.serialize_context(sanitize_context(ctxt))
-        elif type(ctxt) is self._context_type:
-            ctxt = self._redacted(ctxt)  # type: ignore[misc]
         else:
             ctxt = sanitize_context(ctxt)
         if type(ctxt) is not dict and not isinstance(ctxt, dict):
             ctxt = ctxt.to_dict() if hasattr(ctxt, "to_dict") else dict(ctxt)
-        try:
-            message_id = _id_pool.pop()  # new_message_id() without its frame
-        except IndexError:
-            message_id = new_message_id()
-        msg = {"message_id": message_id,
+        msg = {"message_id": new_message_id(),
                "publisher_id": publisher_id or self.publisher_id,
                "event_type": event_type,
                "priority": priority,

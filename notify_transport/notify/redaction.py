@@ -100,16 +100,6 @@ def _check() -> tuple[type, Callable[[], str]] | bool:
     return oslo_context.RequestContext, oslo_context.generate_request_id
 
 
-def shortcut() -> tuple[type | None, Callable[[Any], dict] | None]:
-    """(oslo.context's class, its redacted dict builder) when the check holds, else (None, None):
-    a notifier asks once, then tests each context's exact type itself."""
-    checked = _check()
-    if checked is False:
-        return None, None
-    cls, new_request_id = checked  # type: ignore[misc]
-    return cls, functools.partial(_build, new_request_id=new_request_id)
-
-
 def redacted_dict(ctxt: Any) -> dict | None:
     """``ctxt.redacted_copy().to_dict()`` for oslo.context's own class, else None."""
     checked = _check()

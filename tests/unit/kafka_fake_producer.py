@@ -142,3 +142,9 @@ def wait_for(condition, timeout=10.0):
             return True
         time.sleep(0.01)
     return condition()
+
+
+def send(producer, topic, value, key=None, retry=None):
+    """Queue ``value`` (bytes, already encoded) through ``producer``'s notification sender for
+    ``topic``, keyed by ``key`` as a notification's publisher_id keys it."""
+    producer.sender(topic, lambda message, ctxt: value)({}, {"publisher_id": key}, retry)

@@ -18,7 +18,7 @@ import time
 
 import pytest
 from confluent_kafka import KafkaError, KafkaException
-from kafka_fake_producer import FakeClient, install, wait_for
+from kafka_fake_producer import FakeClient, install, send, wait_for
 
 from notify_transport.drivers.kafka.delivery import deadletter
 from notify_transport.drivers.kafka.producer import NotificationProducer
@@ -67,10 +67,10 @@ def test_a_send_and_the_report_thread_hitting_the_fatal_error_together_do_not_de
     while that thread, its poll() raising the same fatal error, waited for the lock."""
     p = notifier()
     for i in range(3):
-        p.send("t.info", b"v%d" % i)
+        send(p, "t.info", b"v%d" % i)
     first = clients[0]
     sending_done = threading.Event()
-    sender = threading.Thread(target=lambda: (p.send("t.info", b"x"), sending_done.set()),
+    sender = threading.Thread(target=lambda: (send(p, "t.info", b"x"), sending_done.set()),
                               daemon=True, name="sender")
 
     def sender_waits_on_a_thread():
@@ -97,7 +97,7 @@ def test_a_send_and_the_report_thread_hitting_the_fatal_error_together_do_not_de
 def test_a_fatal_error_out_of_poll_moves_what_the_client_held_to_a_new_one(clients):
     p = notifier()
     for i in range(5):
-        p.send("t.info", b"v%d" % i, key="k")
+        send(p, "t.info", b"v%d" % i, key="k")
     first = clients[0]
     created = [m.timestamp() for m in first.held]
     first.raise_in_poll()  # the report thread's next poll raises the fatal error
@@ -108,7 +108,7 @@ def test_a_fatal_error_out_of_poll_moves_what_the_client_held_to_a_new_one(clien
     assert [(m.topic(), m.value(), m.key(), m.timestamp()) for m in second.held] == \
         [("t.info", b"v%d" % i, "k", created[i]) for i in range(5)]
     assert p.stats() == {"sent": 5, "delivered": 0, "failed": 0, "pending": 5}
-    p.send("t.info", b"after")
+    send(p, "t.info", b"after")
     second.confirm(6)
     assert p.stats() == {"sent": 6, "delivered": 6, "failed": 0, "pending": 0}
     p.close()
@@ -116,9 +116,9 @@ def test_a_fatal_error_out_of_poll_moves_what_the_client_held_to_a_new_one(clien
 
 def test_a_fatal_error_at_produce_resends_the_held_messages_then_the_new_one(clients):
     p = notifier()
-    p.send("t.info", b"before")
+    send(p, "t.info", b"before")
     clients[0].fatal = True  # fatal, and no error_cb / poll told us yet
-    p.send("t.info", b"after")
+    send(p, "t.info", b"after")
     assert len(clients) == 2 and clients[0].closed
     assert clients[1].values() == [b"before", b"after"]
     assert p.stats() == {"sent": 2, "delivered": 0, "failed": 0, "pending": 2}
@@ -127,15 +127,15 @@ def test_a_fatal_error_at_produce_resends_the_held_messages_then_the_new_one(cli
 
 def test_a_fatal_error_reported_by_error_cb_replaces_the_producer(clients):
     p = notifier()
-    p.send("t.info", b"v")
+    send(p, "t.info", b"v")
     first = clients[0]
     first.config["error_cb"](OUT_OF_ORDER)
     assert wait_for(lambda: first.closed)  # retired by its report thread
-    p.send("t.info", b"w")
+    send(p, "t.info", b"w")
     assert len(clients) == 2 and clients[1].values() == [b"v", b"w"]
     # a late report of the old client's fatal error does not condemn the new one
     first.config["error_cb"](OUT_OF_ORDER)
-    p.send("t.info", b"x")
+    send(p, "t.info", b"x")
     assert len(clients) == 2 and p.stats() == {"sent": 3, "delivered": 0, "failed": 0, "pending": 3}
     p.close()
 
@@ -145,7 +145,7 @@ def test_a_fatal_error_reported_by_error_cb_replaces_the_producer(clients):
 def test_fatal_delivery_reports_move_their_messages_to_a_new_client(clients, code, fatal):
     p = notifier()
     for i in range(4):
-        p.send("t.info", b"v%d" % i)
+        send(p, "t.info", b"v%d" % i)
     first = clients[0]
     # librdkafka fails what it held with the fatal error's code (seen: without the fatal flag)
     first.fail(2, code, fatal=fatal)
@@ -158,12 +158,12 @@ def test_fatal_delivery_reports_move_their_messages_to_a_new_client(clients, cod
 def test_a_message_past_its_timeout_is_failed_not_resent(clients):
     # a timeout far longer than the test, so that a slow machine never ages "young" past it
     p = NotificationProducer({**CONFIG, "message.timeout.ms": 60000}, 1.0, 0.2, "kafka://x")
-    p.send("t.info", b"old")
-    p.send("t.info", b"young")
+    send(p, "t.info", b"old")
+    send(p, "t.info", b"young")
     first = clients[0]
     first.held[0]._timestamp -= 120000  # created 2 min ago: its 1 min message timeout passed
     first.fatal = True
-    p.send("t.info", b"new")
+    send(p, "t.info", b"new")
     assert clients[1].values() == [b"young", b"new"]
     assert p.stats() == {"sent": 3, "delivered": 0, "failed": 1, "pending": 2}
     p.close()
@@ -172,7 +172,7 @@ def test_a_message_past_its_timeout_is_failed_not_resent(clients):
 def test_what_close_cannot_deliver_is_failed_and_counted(clients):
     p = notifier()
     for i in range(3):
-        p.send("t.info", b"v%d" % i)
+        send(p, "t.info", b"v%d" % i)
     clients[0].confirm(1)
     p.close()  # the fake never confirms the other two: purged, failed, counted
     assert clients[0].closed and len(clients) == 1
@@ -216,7 +216,7 @@ def test_a_producer_whose_epoch_keeps_being_bumped_is_replaced(clients):
     """A broker that restarted empty answers UNKNOWN_PRODUCER_ID to every bumped epoch, and
     librdkafka bumps until the messages time out: a new client gets a new producer id."""
     p = NotificationProducer({**CONFIG, "enable.idempotence": True}, 1.0, 0.2, "kafka://x")
-    p.send("t.info", b"v")
+    send(p, "t.info", b"v")
     first = clients[0]
 
     def stats(epoch):

@@ -646,23 +646,15 @@ class NotificationProducer:
         self.client.close(self._flush_timeout)
         self.failures.summarize()
 
-    def send(self, topic: str, value: bytes, key: Any = None, retry: int | None = None) -> None:
-        """Queue one message; raise MessageDeliveryFailure when it cannot be queued.
-
-        A client found in a fatal state is replaced and the message queued on
-        the new one, so sending resumes as soon as the broker answers again.
-        """
-        self.sent.incr()
-        try:
-            self.client.produce(topic, value, key, None,
-                                None if retry is None or retry <= 0 else _Resend(self, retry))
-        except _REFUSED as exc:
-            self.refused(topic, exc)
-
     def sender(self, topic: str, encode: Callable[[dict, dict], bytes]) -> NotificationSender:
-        """:meth:`send` for the notifications of one topic: ``send(ctxt, message, retry)``
-        encodes the message, keys it by its publisher (which keeps each publisher's notifications
-        in order) and queues it, one frame above the client's produce (the notifier's hot path)."""
+        """``send(ctxt, message, retry)`` for the notifications of one topic: encodes the message,
+        keys it by its publisher (which keeps each publisher's notifications in order) and queues
+        it, one frame above the client's produce (the notifier's hot path). It raises
+        MessageDeliveryFailure when the message cannot be queued; a client found in a fatal state
+        is replaced and the message queued on the new one, so sending resumes as soon as the
+        broker answers again.
+
+        ``retry`` > 0: a message whose delivery fails is sent again that many times."""
         count_sent, produce, refused = self.sent.incr, self.client.produce, self.refused
 
         def send(ctxt: dict, message: dict, retry: int | None = None) -> None:
