@@ -17,7 +17,7 @@ from notify_transport.cli.common import configured_url, load_conf
 from notify_transport import times
 from notify_transport.cli.ops import follow, lag, replay, tail, topics
 from notify_transport.cli.ops.start import parse_start
-from notify_transport.drivers.kafka.cluster import GroupInfo, Member
+from notify_transport.drivers.kafka import GroupInfo, Member
 from notify_transport.cli.ops.topic_kinds import TopicKind, TopicNamer
 from notify_transport.drivers.naming import PRIORITIES
 from notify_transport.drivers.kafka.delivery.settings import DEFAULT_DEAD_LETTER_TOPIC, DEFAULT_RETRY_TOPIC

@@ -53,6 +53,18 @@ def test_the_check_sees_a_consumer_listing_offsets(tmp_path):
     assert _method_calls(module, CONSUMER_OFFSET_LISTINGS) == [1]
 
 
+#: Requests that list every pool or move a pool's offsets: operator tools (reading/pools.py),
+#: never made by the driver, so that a service's transport cannot rewrite a pool's positions.
+POOL_TOOL_REQUESTS = ("list_consumer_groups", "alter_consumer_group_offsets")
+
+
+def test_the_driver_neither_lists_pools_nor_moves_their_offsets():
+    offenders = [f"{path.relative_to(PACKAGE)}:{line}" for path in sorted((PACKAGE / "drivers").rglob("*.py"))
+                 for line in _method_calls(path, POOL_TOOL_REQUESTS)]
+    assert offenders == []
+    assert _method_calls(PACKAGE / "reading" / "pools.py", POOL_TOOL_REQUESTS)  # where they are made
+
+
 #: Modules every layer may import: they import nothing of the package but each other
 #: (doc/source/contributor.rst, "Architecture").
 SHARED = {"notify_transport.exceptions", "notify_transport.target", "notify_transport.url",

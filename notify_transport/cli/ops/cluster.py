@@ -14,8 +14,9 @@ from typing import Iterator, Sequence
 from oslo_config import cfg
 
 from notify_transport.cli.common import load_conf, required_url
-from notify_transport.drivers.kafka import ClusterAdmin, KafkaDriver, admin_config
+from notify_transport.drivers.kafka import KafkaDriver, admin_config
 from notify_transport.exceptions import ConfigurationError, InvalidTarget
+from notify_transport.reading.pools import PoolAdmin
 from notify_transport.target import Target
 from notify_transport.transport import NotificationTransport, get_notification_transport
 
@@ -24,8 +25,8 @@ LOG = logging.getLogger(__name__)
 RDKAFKA_LOG = logging.getLogger("notify_transport.cli.librdkafka")
 
 
-class KafkaCluster(ClusterAdmin):
-    """The cluster operations of :class:`ClusterAdmin` on one ``kafka://`` transport."""
+class KafkaCluster(PoolAdmin):
+    """The cluster and pool operations of :class:`PoolAdmin` on one ``kafka://`` transport."""
 
     def __init__(self, transport: NotificationTransport, timeout: float) -> None:
         driver = transport.driver

@@ -1,9 +1,12 @@
-"""Kafka cluster operations, in one place: the one AdminClient user.
+"""What the driver asks of a Kafka cluster, in one place: the one AdminClient user.
 
-Topics (listing, creating), offsets and watermarks, committed positions and
-lag, and consumer groups, for the driver, the reader and the CLI. Listeners
-create missing topics before subscribing: a subscription to a missing topic
-sees nothing until the next metadata refresh, and auto-creation may be off.
+Topics (listing, creating), offsets and watermarks, a pool's description and
+its committed positions and lag: a listener creates missing topics before
+subscribing (a subscription to a missing topic sees nothing until the next
+metadata refresh, and auto-creation may be off), resolves its start position,
+waits for a KIP-848 join and reports its lag. Listing every pool and moving a
+pool's offsets are operator tools, above the driver
+(:mod:`notify_transport.reading.pools`).
 """
 from __future__ import annotations
 
@@ -261,7 +264,7 @@ class ClusterAdmin:
         request = {TopicPartition(t, p): spec for (t, p), spec in specs.items()}
         futures = self.client().list_offsets(request, isolation_level=isolation_level,
                                              request_timeout=self.timeout)
-        return {(tp.topic, tp.partition): self._answer(future, f"offsets of {tp.topic}[{tp.partition}]").offset
+        return {(tp.topic, tp.partition): self.answer(future, f"offsets of {tp.topic}[{tp.partition}]").offset
                 for tp, future in futures.items()}
 
     def offsets_at(self, partitions: Sequence[Partition], spec: int) -> dict[Partition, int]:
@@ -291,16 +294,10 @@ class ClusterAdmin:
         """First offset at or after ``millis`` per partition; -1 where no message is that recent."""
         return self.list_offsets({tp: OffsetSpec.for_timestamp(millis) for tp in partitions})
 
-    def pools(self) -> list[str]:
-        """Consumer groups the cluster knows."""
-        future = self.client().list_consumer_groups(request_timeout=self.timeout)
-        result = self._answer(future, "listing consumer groups")
-        return sorted(g.group_id for g in result.valid)
-
     def describe_pool(self, pool: str) -> GroupInfo:
         """The group's state, its members and which member holds which partition."""
         futures = self.client().describe_consumer_groups([pool], request_timeout=self.timeout)
-        description = self._answer(futures[pool], f"describing pool {pool!r}")
+        description = self.answer(futures[pool], f"describing pool {pool!r}")
         state = getattr(description.state, "name", str(description.state)).lower()
         owners: dict[Partition, Member] = {}
         member_ids = frozenset(member.member_id for member in description.members or [])
@@ -318,7 +315,7 @@ class ClusterAdmin:
             return {}
         futures = self.client().list_consumer_group_offsets(
             [ConsumerGroupTopicPartitions(pool, tps)], request_timeout=self.timeout)
-        result = self._answer(futures[pool], f"committed offsets of pool {pool!r}")
+        result = self.answer(futures[pool], f"committed offsets of pool {pool!r}")
         out: dict[Partition, int] = {}
         for tp in result.topic_partitions or []:
             if tp.error is not None:
@@ -341,24 +338,11 @@ class ClusterAdmin:
         ends = self.list_offsets({tp: OffsetSpec.latest() for tp in committed})
         return committed, {tp: max(0, ends[tp] - offset) for tp, offset in committed.items()}
 
-    def commit(self, pool: str, offsets: Mapping[Partition, int]) -> None:
-        """Set the pool's committed offsets (the group must have no members on a real Kafka)."""
-        if not offsets:
-            return
-        request = ConsumerGroupTopicPartitions(
-            pool, [TopicPartition(t, p, o) for (t, p), o in sorted(offsets.items())])
-        futures = self.client().alter_consumer_group_offsets([request], request_timeout=self.timeout)
-        result = self._answer(futures[pool], f"committing offsets of pool {pool!r}")
-        failed = [f"{tp.topic}[{tp.partition}]: {tp.error.str()}"
-                  for tp in result.topic_partitions or [] if tp.error is not None]
-        if failed:
-            raise ClusterError(f"the broker refused the new offsets of pool {pool!r}: " + "; ".join(failed))
-
     def close(self) -> None:
         with self._lock:
             self._client = None  # AdminClient has no close()
 
-    def _answer(self, future: Any, what: str) -> Any:
+    def answer(self, future: Any, what: str) -> Any:
         """The future's result; Kafka errors as :class:`ClusterUnavailable` or :class:`ClusterError`."""
         try:
             return _result(future, self.timeout + _RESULT_MARGIN)
