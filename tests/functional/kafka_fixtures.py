@@ -21,6 +21,7 @@ from typing import Any, Callable, Iterator
 import pytest
 from oslo_config import cfg
 
+from endpoints import IdRecorder
 from waits import wait_until
 
 from notify_transport.testing.apache_kafka import ApacheKafka
@@ -213,25 +214,6 @@ def committed_total(bootstrap: str, group: str, topic: str) -> int:
     """Sum of ``group``'s committed offsets on the partitions of ``topic``'s info topic (offsets
     start at 0, so on a fresh topic: how many records the pool committed)."""
     return sum(offset for offset in group_offsets(bootstrap, group, f"{topic}.info", None).values() if offset > 0)
-
-
-class IdRecorder:
-    """A notification endpoint for the info priority that keeps, thread-safely, every payload and
-    its number (``payload[key]``: the tests number their notifications so; -1 for a payload
-    without one). ``result(payload)``, when given, is what the endpoint returns (e.g. a requeue)."""
-
-    def __init__(self, key: str = "i", result: Callable[[dict], Any] | None = None) -> None:
-        self.key = key
-        self.result = result
-        self.payloads: list[dict] = []
-        self.ids: list[int] = []
-        self._lock = threading.Lock()
-
-    def info(self, ctxt: Any, publisher_id: str, event_type: str, payload: dict, metadata: Any) -> Any:
-        with self._lock:
-            self.payloads.append(payload)
-            self.ids.append(payload.get(self.key, -1) if isinstance(payload, dict) else -1)
-        return self.result(payload) if self.result is not None else None
 
 
 def listener_start_error(transport: Any, topic: str, pool: str) -> str:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import threading
 
 import notify_transport as nt
+from endpoints import IdRecorder
 from rabbit_fixtures import wait_for
 
 
@@ -30,13 +31,9 @@ def check_concurrent_calls(client, threads: int = 4, calls: int = 15) -> None:
 
 def check_notifications_round_trip(transport, topic: str, count: int = 25) -> None:
     """``count`` notifications are confirmed, then each reaches a listener once."""
-    got: list = []
-
-    class Endpoint:
-        def info(self, ctxt, publisher_id, event_type, payload, metadata):
-            got.append(payload["n"])
-
-    listener = nt.get_notification_listener(transport, [nt.Target(topic=topic)], [Endpoint()])
+    recorder = IdRecorder("n")
+    got = recorder.ids
+    listener = nt.get_notification_listener(transport, [nt.Target(topic=topic)], [recorder])
     listener.start()
     try:
         notifier = nt.Notifier(transport, publisher_id="p", driver="messagingv2", topics=[topic])

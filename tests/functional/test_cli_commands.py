@@ -13,7 +13,8 @@ import uuid
 from typing import Any, Iterator
 
 import pytest
-from kafka_fixtures import IdRecorder, settled
+from endpoints import IdRecorder
+from kafka_fixtures import settled
 from waits import time_between_batches, wait_for_clock, wait_until
 from confluent_kafka.admin import AdminClient
 

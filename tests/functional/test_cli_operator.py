@@ -18,7 +18,7 @@ import uuid
 from typing import Any, Iterator
 
 import pytest
-from kafka_fixtures import IdRecorder
+from endpoints import IdRecorder
 from waits import time_between_batches, wait_until
 
 import notify_transport as nt

@@ -17,7 +17,8 @@ from confluent_kafka.admin import AdminClient
 import notify_transport
 from notify_transport import NotificationResult, Target
 from notify_transport.reading import read_topic
-from kafka_fixtures import IdRecorder, settled as listener_settled
+from endpoints import IdRecorder
+from kafka_fixtures import settled as listener_settled
 from waits import wait_until
 
 pytestmark = [pytest.mark.functional, pytest.mark.slow]

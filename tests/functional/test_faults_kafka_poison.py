@@ -20,7 +20,8 @@ from notify_transport import Notifier, Target
 from notify_transport.drivers.envelope import decode_notification
 from notify_transport.exceptions import DecodeError
 from notify_transport.reading import read_topic
-from kafka_fixtures import IdRecorder, settled
+from endpoints import IdRecorder
+from kafka_fixtures import settled
 from waits import wait_until
 
 pytestmark = [pytest.mark.functional, pytest.mark.slow]

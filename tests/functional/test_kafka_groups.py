@@ -21,7 +21,8 @@ from typing import Any
 import pytest
 
 import notify_transport as nt
-from kafka_fixtures import IdRecorder, committed_total
+from endpoints import IdRecorder
+from kafka_fixtures import committed_total
 from waits import wait_until
 
 pytestmark = pytest.mark.functional

@@ -17,7 +17,7 @@ import textwrap
 import uuid
 
 import pytest
-from kafka_fixtures import IdRecorder
+from endpoints import IdRecorder
 from oslo_config import cfg
 from waits import wait_until
 

@@ -15,7 +15,8 @@ import pytest
 
 import notify_transport
 from notify_transport import Target
-from kafka_fixtures import IdRecorder, listener_start_error
+from endpoints import IdRecorder
+from kafka_fixtures import listener_start_error
 from session_brokers import SECURE_PASSWORD, SECURE_USER
 from waits import wait_until
 

@@ -31,6 +31,7 @@ if ROOT not in sys.path:
     sys.path.insert(0, ROOT)
 
 from bench.rabbit_cluster_faults import CALL_TIMEOUT, Echo, run_fault  # noqa: E402
+from endpoints import IdRecorder  # noqa: E402
 from rabbit_cluster_fixtures import CLUSTER_QUERY, node_back, nodes_holding_connections  # noqa: E402
 from test_oslo_eventlet import MAX_GAP, check, kill_showing_stacks  # noqa: E402
 from waits import wait_until  # noqa: E402
@@ -90,16 +91,12 @@ def _quorum_leader(cluster, queue: str) -> str:
 def test_notifications_outlive_the_leader_of_their_quorum_queue(rabbit_cluster, cluster_transports):
     topic = f"cluster_notes_{uuid.uuid4().hex[:8]}"
     query = CLUSTER_QUERY
-    got: list[int] = []
-
-    class Notes:
-        def info(self, ctxt, publisher_id, event_type, payload, metadata):
-            got.append(payload["n"])
-
+    recorder = IdRecorder("n")
+    got = recorder.ids
     # whichever nodes the transports connect to, the queue's leader node is killed
     listener = nt.get_notification_listener(
         cluster_transports(rabbit_cluster.url() + "?" + query, kind="notify"),
-        [nt.Target(topic=topic)], [Notes()], pool="pool1")
+        [nt.Target(topic=topic)], [recorder], pool="pool1")
     listener.start()
     sender = cluster_transports(rabbit_cluster.url() + "?" + query, kind="notify")
     notifier = nt.Notifier(sender, publisher_id="p", driver="messagingv2", topics=[topic])
@@ -254,13 +251,6 @@ def test_oslo_rabbit_and_ntrabbit_share_the_clusters_quorum_queues(rabbit_cluste
         def note(self, ctxt, value):
             self.casts.append(value)
 
-    class Notes:
-        def __init__(self) -> None:
-            self.got: list[int] = []
-
-        def info(self, ctxt, publisher_id, event_type, payload, metadata):
-            self.got.append(payload["n"])
-
     try:
         for scheme in ("rabbit", "ntrabbit"):
             url = f"{rabbit_cluster.url(scheme=scheme)}?{CLUSTER_QUERY}"
@@ -273,7 +263,7 @@ def test_oslo_rabbit_and_ntrabbit_share_the_clusters_quorum_queues(rabbit_cluste
                 executor="threading")
             server.start()
             servers.append(server)
-        notes = {scheme: Notes() for scheme in transports}
+        notes = {scheme: IdRecorder("n") for scheme in transports}
         for scheme, endpoint in notes.items():  # each listens in a pool of its own
             listener = oslo_messaging.get_notification_listener(
                 transports[scheme][1], [oslo_messaging.Target(topic=topic)], [endpoint], executor="threading",
@@ -294,8 +284,8 @@ def test_oslo_rabbit_and_ntrabbit_share_the_clusters_quorum_queues(rabbit_cluste
             notifier = oslo_messaging.Notifier(transports[scheme][1], publisher_id="p", driver="messagingv2",
                                                topics=[topic])
             notifier.info({}, "ev", {"n": n})
-        assert wait_until(lambda: all(sorted(e.got) == [0, 1] for e in notes.values()), 30), \
-            {s: e.got for s, e in notes.items()}
+        assert wait_until(lambda: all(sorted(e.ids) == [0, 1] for e in notes.values()), 30), \
+            {s: e.ids for s, e in notes.items()}
         types = _queue_types(rabbit_cluster, topic)
         assert types and set(types.values()) == {"quorum"}, types
         assert {f"{topic}.rabbit", f"{topic}.ntrabbit"} <= set(types)

@@ -14,6 +14,7 @@ from notify_transport import rpc
 from notify_transport.exceptions import (AccessDenied, MessageDeliveryFailure, MessagingTimeout,
                                          ServerListenError)
 from notify_transport.testing.brokers import free_port
+from endpoints import IdRecorder
 from rabbit_fixtures import (FAST_RETRY, RABBIT_HOST, RABBIT_PORT, rabbit_url, rabbitmqctl,
                              wait_for, wait_rabbit_ready)
 
@@ -33,14 +34,6 @@ class Echo:
         self.sleeping.set()
         time.sleep(seconds)  # slow work, as an endpoint's
         return seconds
-
-
-class Notes:
-    def __init__(self):
-        self.payloads: list = []
-
-    def info(self, ctxt, publisher_id, event_type, payload, metadata):
-        self.payloads.append(payload)
 
 
 def call_until_ok(client, deadline_s: float = 30.0):
@@ -64,7 +57,7 @@ def test_broker_restart_recovery(transports, servers, unique, rabbit_admin):
     endpoint = Echo()
     servers(server_transport, nt.Target(topic=topic, server="s1"), [endpoint])
     client = rpc.get_rpc_client(client_transport, nt.Target(topic=topic), timeout=5)
-    notes = Notes()
+    notes = IdRecorder()
     # No pool: the topic.priority queue, which the sender declares too, so that what is
     # sent while the listener reconnects waits for it. (A pool's queue is the listener's;
     # with the default non-durable queues it is gone until the listener declares it again.)
@@ -183,7 +176,7 @@ def test_vhost_without_permission_gives_a_clear_error(rabbit, transports, unique
         server.start()
     assert denied in str(listen_err.value)
     notify_transport = transports(url, kind="notify")
-    listener = nt.get_notification_listener(notify_transport, [nt.Target(topic=unique("vh"))], [Notes()])
+    listener = nt.get_notification_listener(notify_transport, [nt.Target(topic=unique("vh"))], [IdRecorder()])
     with pytest.raises(Exception, match="refused"):
         listener.start()
 
@@ -201,7 +194,7 @@ def test_vhosts_are_isolated(rabbit, transports, servers, unique, vhosts):
         assert client.call({}, "echo", value=i) == i
     assert in_vhost.seen == list(range(5)) and in_root.seen == []
 
-    notes_vhost, notes_root = Notes(), Notes()
+    notes_vhost, notes_root = IdRecorder(), IdRecorder()
     listeners = [nt.get_notification_listener(transports(rabbit_url(allowed), kind="notify"),
                                               [nt.Target(topic=topic)], [notes_vhost]),
                  nt.get_notification_listener(transports(rabbit, kind="notify"),
