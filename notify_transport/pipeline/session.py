@@ -62,6 +62,10 @@ def prepare_environment(master: str) -> None:
 QUICK_START = "-XX:TieredStopAtLevel=1"
 
 
+#: Most paths one read lists in the driver rather than in a Spark job (Spark's default is 32).
+DRIVER_LISTED_PATHS = 4096
+
+
 def default_conf(master: str, shuffle_partitions: int = 2, quick_start: bool = False) -> dict[str, str]:
     """Spark settings of the pipeline; small enough for two cores. ``quick_start``: see :data:`QUICK_START`."""
     conf = {
@@ -84,6 +88,10 @@ def default_conf(master: str, shuffle_partitions: int = 2, quick_start: bool = F
         # itself; the marker is two more files per write (on a local folder without Hadoop's native
         # library, a chmod process each).
         "spark.hadoop.mapreduce.fileoutputcommitter.marksuccessfuljobs": "false",
+        # The pipeline reads files it names itself (the deduplication state, a batch's rows, the
+        # statistics): past 32 paths Spark would list them with a Spark job of one task per path,
+        # run before every micro-batch once the state has that many files. Listed by the driver.
+        "spark.sql.sources.parallelPartitionDiscovery.threshold": str(DRIVER_LISTED_PATHS),
         # Only a batch's few partial counts are ever cached (the late count reads them twice):
         # compressing them costs more than it saves.
         "spark.sql.inMemoryColumnarStorage.compressed": "false",
