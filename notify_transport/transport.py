@@ -17,10 +17,10 @@ from stevedore import driver as sv_driver
 from stevedore.exception import NoMatches
 
 from notify_transport import options
+from notify_transport.drivers import threads
 from notify_transport.drivers.base import BaseDriver, Listener, NotificationSender
 from notify_transport.exceptions import (ConfigurationError, DriverLoadFailure, InvalidTarget, InvalidTransportURL,
                                          NotSupported)
-from notify_transport.integrations.eventlet_support import api_offload, drain_logs
 from notify_transport.target import Target
 from notify_transport.url import TransportHost, TransportURL
 
@@ -196,6 +196,8 @@ class Transport:
                 self._driver.cleanup()
             else:
                 self._offload(self._driver.cleanup)
+                from notify_transport.integrations.eventlet_support import drain_logs  # loaded with the offload
+
                 drain_logs()  # what the driver logged while closing (in tpool), before the process may exit
         finally:
             _OPEN.discard(self._driver)
@@ -274,8 +276,13 @@ def _make(cls: type[Transport], conf: cfg.ConfigOpts, url: str | TransportURL | 
     parsed = TransportURL.parse(conf, url)
     LOG.debug("Loading %s driver for %s", parsed.transport, parsed.redacted())
     factory = _driver_factory(parsed)
-    # under eventlet: the Kafka driver's threads native and its waits off the hub, set up before it is built
-    offload = api_offload(factory) if isinstance(factory, type) else None
+    offload = None
+    if isinstance(factory, type) and threads.patched():
+        # under eventlet only: the Kafka driver's threads native and its waits off the hub, set up
+        # before it is built; a process eventlet did not patch never loads the integration
+        from notify_transport.integrations.eventlet_support import api_offload
+
+        offload = api_offload(factory)
     return cls(_build_driver(factory, conf, parsed, allowed_remote_exmods), offload)
 
 

@@ -30,6 +30,11 @@ def test_the_reader_loads_neither_the_api_nor_oslo_config():
             "oslo_config"}.isdisjoint(loaded)
 
 
+def test_a_transport_outside_eventlet_loads_no_integration():
+    loaded = _loaded_after("import notify_transport.transport")
+    assert not {name for name in loaded if name.startswith("notify_transport.integrations")}
+
+
 def test_the_check_sees_the_api_once_a_name_is_used():
     assert "notify_transport.transport" in _loaded_after("import notify_transport\nnotify_transport.Notifier")
 
