@@ -34,6 +34,10 @@ One run, one broker, one topic of N oslo ``messagingv2`` notifications
   new, and a run with ``--incremental`` new notifications, per ``--sources``
   reader (``--source`` of the command, topics of its own); each starts once
   the machine is quiet (:func:`wait_quiet`, the wait recorded in the JSON).
+  Right before each incremental run, ``cli Spark floor`` times what Spark
+  alone costs such a run now (``bench/spark_floor.py``: the pipeline's
+  session, one job, exit), and the table reads the run as that floor plus
+  the pipeline's own share: this machine's speed changes from hour to hour.
 
 The broker is Apache Kafka (one KRaft node) unless ``--kafka-broker noida``,
 ``--bootstrap`` or ``$NOTIFY_TRANSPORT_KAFKA_BOOTSTRAP`` names another.
@@ -454,6 +458,8 @@ def _cli_phases(args, bootstrap: str, run_id: str, work: Path, budget: Budget, r
                 name = f"{label} [{source}]"
                 if new and not label.startswith("cli first run"):
                     spread(bootstrap, topics, args.cli_partitions, new)
+                    # Spark's own share, timed next to the run it is read against (see spark_floor.py)
+                    results["phases"][f"{FLOOR_LABEL} [{source}]"] = spark_floor(budget)
                 quiet_after = wait_quiet()
                 started = time.perf_counter()
                 done = subprocess.run(command, capture_output=True, text=True,
@@ -470,6 +476,39 @@ def _cli_phases(args, bootstrap: str, run_id: str, work: Path, budget: Budget, r
             with contextlib.suppress(Exception):
                 for future in admin.delete_topics(topics).values():
                     future.result(30)
+
+
+#: the row of :func:`spark_floor`, one per reader
+FLOOR_LABEL = "cli Spark floor"
+
+
+def spark_floor(budget: Budget) -> dict:
+    """Wall time of ``bench/spark_floor.py`` (the pipeline's session, one job, stop), from a quiet machine."""
+    quiet_after = wait_quiet()
+    started = time.perf_counter()
+    done = subprocess.run([sys.executable, str(Path(__file__).with_name("spark_floor.py"))], capture_output=True,
+                          text=True, timeout=max(60.0, budget.left() - 30))
+    seconds = time.perf_counter() - started
+    parts = _last_json(done.stdout) if done.returncode == 0 else {}
+    LOG.info("%-40s %8s      %8.2f s wall%s", FLOOR_LABEL, "", seconds,
+             "" if parts else f"  (FAILED: {done.stderr[-500:]})")
+    return {"rows": 0, "seconds": round(seconds, 3), "rate": 0.0, "complete": bool(parts), "wall": True,
+            "waited_for_quiet_seconds": quiet_after, **parts}
+
+
+def over_floor(phases: dict) -> list[str]:
+    """Each reader's incremental CLI run read as Spark's floor (:func:`spark_floor`) plus the pipeline's share."""
+    lines = []
+    for name, phase in phases.items():
+        if not name.startswith("cli ") or " new, " not in name or "nothing new" in name or "[" not in name:
+            continue
+        reader = name[name.rindex("["):]
+        floor = phases.get(f"{FLOOR_LABEL} {reader}")
+        if not floor or not floor.get("complete") or not phase.get("complete"):
+            continue
+        lines.append(f"{name}: {phase['seconds']:.2f} s = Spark's floor {floor['seconds']:.2f} s (session, one "
+                     f"job, exit) + {phase['seconds'] - floor['seconds']:.2f} s of the pipeline's own")
+    return lines
 
 
 #: the machine counts as quiet below this share of its CPU time busy (all cores), over QUIET_WINDOW seconds
@@ -569,7 +608,7 @@ def _print_table(results: dict) -> None:
         flag = ("" if phase["complete"] else "  INCOMPLETE") + ("  (wall, whole command)" if phase.get("wall") else "")
         print(f"{name:<38} {phase['rows']:>7} {phase['seconds']:>8.2f} {phase['rate']:>9.0f} {ratio:>7} "
               f"{fixed:>8} {marginal_text:>11} {marginal_ratio:>7}{flag}")
-    for line in source_ratios(phases):
+    for line in source_ratios(phases) + over_floor(phases):
         print(line)
 
 

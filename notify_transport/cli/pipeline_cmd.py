@@ -101,9 +101,10 @@ def add_run_parser(sub: Any) -> argparse.ArgumentParser:
                      help="cap each micro-batch at N records: the oldest by broker time across the "
                           "partitions, with either reader")
     src.add_argument("--source", default="auto", choices=("auto", "notify_kafka", "kafka"),
-                     help="Kafka reader: Spark's Kafka connector when the set-up fetched it, else the "
-                          "notify_kafka Python data source; either way the records are decoded by the "
-                          "pipeline's Arrow UDF (default: auto)")
+                     help="Kafka reader. auto: the notify_kafka Python data source for a run known to "
+                          "read at most 100,000 records (it ends sooner), else Spark's Kafka connector when "
+                          "the set-up fetched it, else notify_kafka. Both write the same outputs and "
+                          "continue one checkpoint (default: auto)")
     src.add_argument("--no-fail-on-data-loss", action="store_true",
                      help="log and skip offsets deleted before they were read instead of failing")
     out = run_parser.add_argument_group("outputs")
@@ -316,7 +317,7 @@ def _run_spark(args: argparse.Namespace, settings, subscription, config, backlog
                           extra_conf=extra_conf, log_level=log_level, quick_start=small_run(backlog),
                           jvm_log=jvm_log)
     # resolved once: the query's read takes this format without probing the classpath again
-    config = dataclasses.replace(config, source_format=choose_format(spark, config.source_format))
+    config = dataclasses.replace(config, source_format=choose_format(spark, config.source_format, backlog))
     # the Python processes the read needs start while the query starts
     warming = warm_up(spark, config.source_format == FORMAT_NAME)
     LOG.info("Pipeline on %s: %s -> %s", spark.sparkContext.master, settings.describe(), output)

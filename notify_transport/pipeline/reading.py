@@ -1,8 +1,9 @@
 """The Kafka DataFrame of the pipeline, from ``notify_kafka`` or Spark's own ``kafka`` format.
 
 Both formats give the same columns and take the same subscription and offset
-options; :func:`read_kafka` picks Spark's JVM connector when it is on the
-classpath (``fmt="auto"``) and the Python data source otherwise.
+options; with ``fmt="auto"`` :func:`choose_format` picks the Python data source
+for a run known to be small and Spark's JVM connector otherwise, when it is on
+the classpath.
 
 A streaming pipeline admits the same records per micro-batch on both: the
 ``notify_kafka`` source plans every micro-batch (cut on broker time when
@@ -20,6 +21,7 @@ from pyspark.errors import AnalysisException
 
 from notify_transport.exceptions import ConfigurationError
 from notify_transport.pipeline.kafka_settings import CONNECTOR_PARTITION_FETCH_BYTES, KafkaSettings
+from notify_transport.pipeline.session import small_run
 from notify_transport.pipeline.source import FORMAT_NAME
 from notify_transport.pipeline.topics import Subscription
 
@@ -51,17 +53,27 @@ class ChosenFormat(str):
     __slots__ = ()
 
 
-def choose_format(spark, fmt: str = "auto") -> ChosenFormat:
-    """The format :func:`read_kafka` will use for ``fmt`` (``auto`` resolved, ``kafka`` checked)."""
+def choose_format(spark, fmt: str = "auto", backlog: int | None = None) -> ChosenFormat:
+    """The format :func:`read_kafka` will use for ``fmt`` (``auto`` resolved, ``kafka`` checked).
+
+    ``backlog``: the records the run is known to read (None: not known). For
+    a small one (:func:`~notify_transport.pipeline.session.small_run`)
+    ``auto`` takes ``notify_kafka`` even where the connector is set up: the
+    run ends seconds sooner without the connector's consumers and the trip of
+    every record to a decoding worker, and both readers admit and write the
+    same records, so runs of either kind continue one checkpoint.
+    """
     if isinstance(fmt, ChosenFormat):
         return fmt
-    return ChosenFormat(_resolve_format(spark, fmt))
+    return ChosenFormat(_resolve_format(spark, fmt, backlog))
 
 
-def _resolve_format(spark, fmt: str) -> str:
+def _resolve_format(spark, fmt: str, backlog: int | None = None) -> str:
     if fmt not in FORMATS:
         raise ConfigurationError(f"Unknown source format {fmt!r}; choose one of {', '.join(FORMATS)}")
     if fmt == "auto":
+        if small_run(backlog):
+            return FORMAT_NAME
         return "kafka" if kafka_format_available(spark) else FORMAT_NAME
     if fmt == "kafka" and not kafka_format_available(spark):
         from notify_transport.pipeline.connector import ConnectorNotSetUp, pyspark_version

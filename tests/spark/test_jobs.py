@@ -361,6 +361,34 @@ def test_cli_runs_once_and_builds_the_report(connector, kafka_bootstrap, produce
     producer.delete_topics([f"{base}.info.cli", f"{base}.warn.cli"])
 
 
+def test_cli_auto_reads_a_small_run_with_notify_kafka_where_the_connector_is_set_up(
+        connector, kafka_bootstrap, producer, tmp_path, monkeypatch):
+    from notify_transport.pipeline.__main__ import main
+
+    readers = []
+    run = jobs.run
+
+    def spy(spark, settings, subscription, config, **kwargs):
+        readers.append(str(config.source_format))
+        return run(spark, settings, subscription, config, **kwargs)
+
+    monkeypatch.setattr(jobs, "run", spy)
+    base = producer.unique_base("auto")
+    producer.create_topics({f"{base}.info": 1})
+    for _ in range(3):
+        producer.send(f"{base}.info", producer.notification(event_type="network.port.update"), 2.0)
+    producer.flush()
+    command = ["run", "--once", "--transport-url", f"kafka://{kafka_bootstrap}", "--topics", base,
+               "--priorities", "info", "--output", str(tmp_path / "out")]
+    assert main(command) == 0
+    producer.send(f"{base}.info", producer.notification(event_type="network.port.update"), 2.0)
+    producer.flush()
+    assert main([*command, "--source", connector]) == 0  # asked by name: the connector, small or not
+    assert readers == ["notify_kafka", "kafka"]
+    assert archive_counts(tmp_path / "out" / "archive")["count"].sum() == 4
+    producer.delete_topics([f"{base}.info"])
+
+
 def test_statistics_files_are_compacted_without_changing_the_numbers(spark, connector, kafka_bootstrap, producer,
                                                                     tmp_path):
     base = producer.unique_base("compact")

@@ -223,3 +223,37 @@ def test_a_copy_read_after_its_archived_copy_is_a_duplicate_even_with_an_earlier
         columns=["message_id", "partition"]).to_pylist()
     assert kept == [{"message_id": message["message_id"], "partition": 1}]
     producer.delete_topics([topic])
+
+
+def test_runs_of_either_reader_continue_one_checkpoint(spark, connector, kafka_bootstrap, producer, tmp_path):
+    """``--source auto`` reads a small run with ``notify_kafka`` and a large one with the connector, so
+    one output's runs alternate readers: together they write what one run writes."""
+    plan = Plan(producer, producer.unique_base("alternate"))
+    settings = KafkaSettings.from_url(f"kafka://{kafka_bootstrap}")
+    subscription = Subscription(base_topics=(plan.info.rsplit(".", 1)[0],), priorities=("info", "error"))
+    alternating, whole = tmp_path / "alternating", tmp_path / "whole"
+
+    def run(output: Path, source: str) -> jobs.RunSummary:
+        config = jobs.PipelineConfig(output=str(output), source_format=source, lateness=LATENESS,
+                                     trigger_interval="1 second", stats_compact_every=3)
+        return jobs.run(spark, settings, subscription, config, once=True)
+
+    pending: dict = {}
+    plan.part(0, 120, pending)
+    runs = [run(alternating, connector)]
+    plan.part(120, 120, pending)
+    runs.append(run(alternating, "notify_kafka"))
+    plan.part(240, 60, pending)
+    runs.append(run(alternating, connector))
+    assert not pending
+    one = run(whole, "notify_kafka")
+
+    assert all(r.notifications for r in runs)
+    assert sum(r.notifications for r in runs) == one.notifications
+    assert sum(r.duplicates for r in runs) == one.duplicates > 0
+    assert sum(r.late for r in runs) == one.late == 1
+    assert _archive(alternating) == _archive(whole)
+    assert _errors(alternating) == _errors(whole)
+    assert _partials(alternating).equals(_partials(whole))
+    assert load_stats(alternating / "stats").equals(load_stats(whole / "stats"))
+    producer.delete_topics([plan.info, plan.error])

@@ -5,6 +5,7 @@ import pytest
 
 from notify_transport.exceptions import ConfigurationError
 from notify_transport.pipeline import reading
+from notify_transport.pipeline.session import SMALL_RUN_RECORDS
 
 
 class ProbedSession:
@@ -56,3 +57,22 @@ def test_an_explicit_connector_without_its_jars_and_an_unknown_format_are_refuse
     assert "notify-transport pipeline setup" in refused.value.next_step
     with pytest.raises(ConfigurationError, match="Unknown source format 'jdbc'"):
         reading.choose_format(ProbedSession(connector=True), "jdbc")
+
+
+@pytest.mark.parametrize("connector", [True, False])
+@pytest.mark.parametrize("backlog", [0, 5000, SMALL_RUN_RECORDS])
+def test_auto_reads_a_run_known_to_be_small_with_notify_kafka(connector, backlog):
+    spark = ProbedSession(connector)
+    assert reading.choose_format(spark, "auto", backlog) == "notify_kafka"
+    assert spark.probes == 0  # the connector is not even looked for
+
+
+@pytest.mark.parametrize("backlog", [None, SMALL_RUN_RECORDS + 1])
+def test_auto_reads_a_large_or_unknown_run_with_the_connector_when_it_is_set_up(backlog):
+    assert reading.choose_format(ProbedSession(connector=True), "auto", backlog) == "kafka"
+    assert reading.choose_format(ProbedSession(connector=False), "auto", backlog) == "notify_kafka"
+
+
+@pytest.mark.parametrize("asked", ["kafka", "notify_kafka"])
+def test_a_reader_asked_by_name_is_kept_whatever_the_backlog(asked):
+    assert reading.choose_format(ProbedSession(connector=True), asked, 10) == asked
