@@ -460,12 +460,7 @@ def _cli_phases(args, bootstrap: str, run_id: str, work: Path, budget: Budget, r
                     spread(bootstrap, topics, args.cli_partitions, new)
                     # Spark's own share, timed next to the run it is read against (see spark_floor.py)
                     results["phases"][f"{FLOOR_LABEL} [{source}]"] = spark_floor(budget)
-                quiet_after = wait_quiet()
-                started = time.perf_counter()
-                done = subprocess.run(command, capture_output=True, text=True,
-                                      timeout=max(60.0, budget.left() - 30))
-                seconds = time.perf_counter() - started
-                summary = _last_json(done.stdout) if done.returncode == 0 else {}
+                quiet_after, seconds, done, summary = _timed_command(command, budget)
                 rows = int(summary.get("notifications", -1))
                 results["phases"][name] = {"rows": rows, "seconds": round(seconds, 3), "rate": round(
                     rows / seconds, 1) if rows > 0 else 0.0, "complete": rows == new, "wall": True,
@@ -482,14 +477,21 @@ def _cli_phases(args, bootstrap: str, run_id: str, work: Path, budget: Budget, r
 FLOOR_LABEL = "cli Spark floor"
 
 
-def spark_floor(budget: Budget) -> dict:
-    """Wall time of ``bench/spark_floor.py`` (the pipeline's session, one job, stop), from a quiet machine."""
+def _timed_command(command: list[str], budget: Budget) -> tuple[float | None, float, subprocess.CompletedProcess,
+                                                                   dict]:
+    """Run ``command`` once the machine is quiet: the wait (:func:`wait_quiet`), the wall seconds, the
+    finished process and the last JSON object it printed (empty when it failed)."""
     quiet_after = wait_quiet()
     started = time.perf_counter()
-    done = subprocess.run([sys.executable, str(Path(__file__).with_name("spark_floor.py"))], capture_output=True,
-                          text=True, timeout=max(60.0, budget.left() - 30))
+    done = subprocess.run(command, capture_output=True, text=True, timeout=max(60.0, budget.left() - 30))
     seconds = time.perf_counter() - started
-    parts = _last_json(done.stdout) if done.returncode == 0 else {}
+    return quiet_after, seconds, done, _last_json(done.stdout) if done.returncode == 0 else {}
+
+
+def spark_floor(budget: Budget) -> dict:
+    """Wall time of ``bench/spark_floor.py`` (the pipeline's session, one job, stop), from a quiet machine."""
+    quiet_after, seconds, done, parts = _timed_command(
+        [sys.executable, str(Path(__file__).with_name("spark_floor.py"))], budget)
     LOG.info("%-40s %8s      %8.2f s wall%s", FLOOR_LABEL, "", seconds,
              "" if parts else f"  (FAILED: {done.stderr[-500:]})")
     return {"rows": 0, "seconds": round(seconds, 3), "rate": 0.0, "complete": bool(parts), "wall": True,
