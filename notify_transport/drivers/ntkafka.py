@@ -46,7 +46,7 @@ def driver_query(url: TransportURL) -> dict[str, str]:
     return query
 
 
-class NtKafkaDriver(KafkaDriver):
+class NtKafkaSchemeDriver(KafkaDriver):
     """The Kafka driver registered as ``ntkafka``; see the module docstring."""
 
     name = "ntkafka"

@@ -38,3 +38,13 @@ def test_no_class_is_longer_than_the_limit():
 def test_the_kafka_listener_only_composes_its_parts():
     lines = class_sizes()["notify_transport/drivers/kafka/listener.py:KafkaListener"]
     assert lines < LISTENER_LIMIT, lines
+
+
+def test_no_two_classes_of_the_package_share_a_name():
+    """One name, one class: a reader who meets ``NtKafkaDriver`` knows which one it is."""
+    homes: dict[str, list[str]] = {}
+    for name in class_sizes():
+        module, _, cls = name.partition(":")
+        homes.setdefault(cls, []).append(module)
+    shared = {cls: modules for cls, modules in homes.items() if len(set(modules)) > 1}
+    assert not shared, f"rename one of each: {shared}"

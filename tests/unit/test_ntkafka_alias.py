@@ -5,7 +5,7 @@ import pytest
 
 import notify_transport as nt
 from notify_transport.drivers.kafka.driver import KafkaDriver
-from notify_transport.drivers.ntkafka import NtKafkaDriver, driver_query
+from notify_transport.drivers.ntkafka import NtKafkaSchemeDriver, driver_query
 from notify_transport.transport import installed_drivers
 
 
@@ -17,7 +17,7 @@ def test_ntkafka_url_loads_the_kafka_driver_with_the_vhost(conf):
     transport = nt.get_notification_transport(
         conf, "ntkafka://127.0.0.1:1/prod?listener.delivery_mode=at_least_once&compression_codec=gzip")
     try:
-        assert isinstance(transport.driver, NtKafkaDriver) and isinstance(transport.driver, KafkaDriver)
+        assert isinstance(transport.driver, NtKafkaSchemeDriver) and isinstance(transport.driver, KafkaDriver)
         assert transport.driver.vhost == "prod"
         assert transport.driver.kafka_topics([(nt.Target(topic="notifications"), "info")]) == [
             "notifications.info.prod"]
