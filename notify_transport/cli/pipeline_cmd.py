@@ -303,7 +303,7 @@ def _run_spark(args: argparse.Namespace, settings, subscription, config, backlog
     from pyspark.errors import StreamingQueryException
 
     from notify_transport.pipeline import jobs
-    from notify_transport.pipeline.reading import choose_format
+    from notify_transport.pipeline.reading import choose_format, format_before_session
     from notify_transport.pipeline.source import FORMAT_NAME
     from notify_transport.pipeline.session import build_session, jvm_log_path, run_conf, small_run, warm_up
 
@@ -313,9 +313,10 @@ def _run_spark(args: argparse.Namespace, settings, subscription, config, backlog
     extra_conf = {**run_conf(backlog), **_spark_conf(args.spark_conf)}  # the user's settings win
     # Spark's and the JVM's own lines: on stderr with --debug, else in a file an error names
     jvm_log = None if args.debug else jvm_log_path()
+    jvm_reader = format_before_session(config.source_format, backlog) != FORMAT_NAME
     spark = build_session(args.master, shuffle_partitions=args.shuffle_partitions,
                           extra_conf=extra_conf, log_level=log_level, quick_start=small_run(backlog),
-                          jvm_log=jvm_log)
+                          jvm_log=jvm_log, kafka_connector=jvm_reader, jvm_decoder=jvm_reader)
     # resolved once: the query's read takes this format without probing the classpath again
     config = dataclasses.replace(config, source_format=choose_format(spark, config.source_format, backlog))
     # the Python processes the read needs start while the query starts

@@ -128,7 +128,6 @@ class Notifier:
             names = [driver]
         else:
             names = list(driver)
-        self._driver_names = names
         self._topics = list(topics) if topics is not None else list(group.topics)
         loaded = load_drivers(names, conf, self._topics, transport) if names else {}
         #: the driver objects, in configured order (``drivers[i].sent`` for the ``test`` driver)

@@ -79,14 +79,6 @@ class KafkaSettings:
         return cls(bootstrap_servers=tuple(parsed.bootstrap_servers()), vhost=parsed.virtual_host or None,
                    properties=tuple(sorted(properties.items())), url=parsed.redacted())
 
-    @classmethod
-    def from_bootstrap(cls, bootstrap_servers: str, vhost: str | None = None) -> "KafkaSettings":
-        """Plain-text settings from a ``host:port[,host:port]`` list."""
-        servers = tuple(s.strip() for s in bootstrap_servers.split(",") if s.strip())
-        if not servers:
-            raise ConfigurationError("No Kafka bootstrap server given")
-        return cls.from_url(f"kafka://{','.join(servers)}" + (f"/{vhost}" if vhost else ""))
-
     def librdkafka_config(self) -> dict[str, Any]:
         """Consumer properties for confluent-kafka (secrets included: never log them)."""
         return dict(self.properties)

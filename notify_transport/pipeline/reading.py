@@ -68,18 +68,26 @@ def choose_format(spark, fmt: str = "auto", backlog: int | None = None) -> Chose
     return ChosenFormat(_resolve_format(spark, fmt, backlog))
 
 
-def _resolve_format(spark, fmt: str, backlog: int | None = None) -> str:
+def format_before_session(fmt: str = "auto", backlog: int | None = None) -> str | None:
+    """The format a run will read with, where it is known before the session starts (None: only a
+    session can tell, by probing the classpath). A run that reads with ``notify_kafka`` starts its
+    session without the connector's and the JVM decoder's jars, which it never loads."""
     if fmt not in FORMATS:
         raise ConfigurationError(f"Unknown source format {fmt!r}; choose one of {', '.join(FORMATS)}")
     if fmt == "auto":
-        if small_run(backlog):
-            return FORMAT_NAME
+        return FORMAT_NAME if small_run(backlog) else None
+    return fmt
+
+
+def _resolve_format(spark, fmt: str, backlog: int | None = None) -> str:
+    known = format_before_session(fmt, backlog)
+    if known is None:
         return "kafka" if kafka_format_available(spark) else FORMAT_NAME
-    if fmt == "kafka" and not kafka_format_available(spark):
+    if known == "kafka" and not kafka_format_available(spark):
         from notify_transport.pipeline.connector import ConnectorNotSetUp, pyspark_version
 
         raise ConnectorNotSetUp(pyspark_version())
-    return fmt
+    return known
 
 
 def reads_in_python(spark, fmt: str = "auto") -> bool:

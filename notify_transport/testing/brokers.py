@@ -338,7 +338,6 @@ class NoidaBroker(BrokerProcess):
 
     def __init__(self, data_dir: str | os.PathLike[str] | None = None, port: int | None = None) -> None:
         super().__init__(port)
-        self._own_data_dir = data_dir is None
         self.data_dir = Path(data_dir) if data_dir is not None else self._log_dir / "data"
         self.data_dir.mkdir(parents=True, exist_ok=True)
 

@@ -76,3 +76,43 @@ def test_auto_reads_a_large_or_unknown_run_with_the_connector_when_it_is_set_up(
 @pytest.mark.parametrize("asked", ["kafka", "notify_kafka"])
 def test_a_reader_asked_by_name_is_kept_whatever_the_backlog(asked):
     assert reading.choose_format(ProbedSession(connector=True), asked, 10) == asked
+
+
+@pytest.mark.parametrize("asked, backlog, expected", [
+    ("notify_kafka", None, "notify_kafka"), ("kafka", 10, "kafka"), ("auto", 5000, "notify_kafka"),
+    ("auto", SMALL_RUN_RECORDS + 1, None), ("auto", None, None),
+])
+def test_the_reader_is_known_before_the_session_where_no_probe_is_needed(asked, backlog, expected):
+    assert reading.format_before_session(asked, backlog) == expected
+    if expected is not None:  # the session's choice agrees, without a probe
+        spark = ProbedSession(connector=True)
+        assert reading.choose_format(spark, asked, backlog) == expected
+        assert spark.probes == (1 if expected == "kafka" else 0)
+
+
+class SessionNotStarted(Exception):
+    """Stops the command where the session would start."""
+
+
+@pytest.mark.parametrize("asked, backlog, jars", [
+    ("auto", 5000, False), ("notify_kafka", None, False), ("auto", None, True), ("kafka", 5000, True),
+])
+def test_a_run_read_by_notify_kafka_starts_spark_without_the_jvm_readers_jars(monkeypatch, asked, backlog, jars):
+    import argparse
+
+    from notify_transport.cli import pipeline_cmd
+    from notify_transport.pipeline import session
+    from notify_transport.pipeline.run_config import PipelineConfig
+
+    asked_for = {}
+
+    def build_session(*_args, **kwargs):
+        asked_for.update(kwargs)
+        raise SessionNotStarted
+
+    monkeypatch.setattr(session, "build_session", build_session)
+    args = argparse.Namespace(spark_conf=[], debug=True, master="local[2]", shuffle_partitions=2, once=True,
+                              max_seconds=None, report=False)
+    with pytest.raises(SessionNotStarted):
+        pipeline_cmd._run_spark(args, None, None, PipelineConfig(output="/tmp/out", source_format=asked), backlog)
+    assert asked_for["kafka_connector"] is jars and asked_for["jvm_decoder"] is jars
