@@ -459,7 +459,7 @@ def _cli_phases(args, bootstrap: str, run_id: str, work: Path, budget: Budget, r
                 if new and not label.startswith("cli first run"):
                     spread(bootstrap, topics, args.cli_partitions, new)
                     # Spark's own share, timed next to the run it is read against (see spark_floor.py)
-                    results["phases"][f"{FLOOR_LABEL} [{source}]"] = spark_floor(budget)
+                    results["phases"][f"{FLOOR_LABEL} [{source}]"] = spark_floor(budget, source)
                 quiet_after, seconds, done, summary = _timed_command(command, budget)
                 rows = int(summary.get("notifications", -1))
                 results["phases"][name] = {"rows": rows, "seconds": round(seconds, 3), "rate": round(
@@ -488,10 +488,11 @@ def _timed_command(command: list[str], budget: Budget) -> tuple[float | None, fl
     return quiet_after, seconds, done, _last_json(done.stdout) if done.returncode == 0 else {}
 
 
-def spark_floor(budget: Budget) -> dict:
-    """Wall time of ``bench/spark_floor.py`` (the pipeline's session, one job, stop), from a quiet machine."""
+def spark_floor(budget: Budget, reader: str = "kafka") -> dict:
+    """Wall time of ``bench/spark_floor.py`` (the session of a run with ``reader``, one job, stop), from a
+    quiet machine."""
     quiet_after, seconds, done, parts = _timed_command(
-        [sys.executable, str(Path(__file__).with_name("spark_floor.py"))], budget)
+        [sys.executable, str(Path(__file__).with_name("spark_floor.py")), reader], budget)
     LOG.info("%-40s %8s      %8.2f s wall%s", FLOOR_LABEL, "", seconds,
              "" if parts else f"  (FAILED: {done.stderr[-500:]})")
     return {"rows": 0, "seconds": round(seconds, 3), "rate": 0.0, "complete": bool(parts), "wall": True,

@@ -1,12 +1,13 @@
 """What Spark alone costs a scheduled pipeline run on this machine, now: the floor under ``pipeline run``.
 
-    python bench/spark_floor.py
+    python bench/spark_floor.py [kafka|notify_kafka]
 
-Starts the pipeline's own session the way a small scheduled run does
-(:func:`notify_transport.pipeline.session.build_session` with the quick-start
-JVM, the class-data-sharing archive, the connector and decoder jars, the
-settings of :func:`~notify_transport.pipeline.session.run_conf` for a known
-small backlog), runs one job of one row, stops the session and exits. No
+Starts the pipeline's own session the way a small scheduled run with that
+reader does (:func:`notify_transport.pipeline.session.build_session` with the
+quick-start JVM, the class-data-sharing archive, the connector's and the
+decoder's jars for ``kafka`` only, the settings of
+:func:`~notify_transport.pipeline.session.run_conf` for a known small
+backlog), runs one job of one row, stops the session and exits. No
 Kafka, no pipeline. ``bench_pipeline --phases cli`` times this process's wall
 time right before each reader's incremental run, so that a run's time can be
 read as this floor plus the pipeline's own share, on a machine whose speed
@@ -16,14 +17,17 @@ the stop, in seconds, as this process saw them.
 from __future__ import annotations
 
 import json
+import sys
 import time
 
 
-def main() -> int:
+def main(argv: list[str]) -> int:
     started = time.perf_counter()
     from notify_transport.pipeline.session import build_session, jvm_log_path, run_conf
 
-    spark = build_session(extra_conf=run_conf(0), quick_start=True, jvm_log=jvm_log_path())
+    jvm_reader = (argv[0] if argv else "kafka") != "notify_kafka"  # as pipeline run chooses its session
+    spark = build_session(extra_conf=run_conf(0), quick_start=True, jvm_log=jvm_log_path(),
+                          kafka_connector=jvm_reader, jvm_decoder=jvm_reader)
     ready = time.perf_counter()
     spark.range(1).collect()
     ran = time.perf_counter()
@@ -35,4 +39,4 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    raise SystemExit(main(sys.argv[1:]))
