@@ -14,7 +14,6 @@ import logging
 import os
 import re
 import signal
-import subprocess
 import sys
 import threading
 import time
@@ -35,6 +34,7 @@ from endpoints import IdRecorder  # noqa: E402
 from rabbit_cluster_fixtures import CLUSTER_QUERY, node_back, nodes_holding_connections  # noqa: E402
 from test_oslo_eventlet import MAX_GAP, check, kill_showing_stacks  # noqa: E402
 from waits import wait_until  # noqa: E402
+from children import StreamedChild  # noqa: E402
 
 pytestmark = pytest.mark.functional
 
@@ -166,17 +166,19 @@ def _run_service_killing_its_node(cluster, executor: str, config: Path, killed: 
     """Run the child service; when it asks, SIGKILL the node holding its connections (bring it back after)."""
     url = cluster.url() + "?rabbit_retry_interval=1&rabbit_retry_backoff=0"
     env = dict(os.environ, PYTHONWARNINGS="ignore::DeprecationWarning", NT_CLUSTER_KILLED=str(killed))
-    child = subprocess.Popen([sys.executable, str(CLUSTER_SERVICE), url, executor,
-                              f"cluster_ev_{uuid.uuid4().hex[:8]}", str(config)],
-                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+    # stderr in a file: after the kill the child logs a warning per redelivered duplicate, and a pipe
+    # read only at the end filled up and blocked the whole (eventlet) child in a write
+    streamed = StreamedChild([sys.executable, str(CLUSTER_SERVICE), url, executor,
+                              f"cluster_ev_{uuid.uuid4().hex[:8]}", str(config)], env=env,
                              cwd=CLUSTER_SERVICE.parent)
+    child = streamed.process
     reports: dict = {}
     lines: list[str] = []
     victim = None
     timer = threading.Timer(SERVICE_TIMEOUT, kill_showing_stacks, (child,))
     timer.start()
     try:
-        for line in child.stdout:  # type: ignore[union-attr]
+        for line in streamed.lines():
             lines.append(line)
             if not line.startswith("{"):
                 continue
@@ -190,12 +192,13 @@ def _run_service_killing_its_node(cluster, executor: str, config: Path, killed: 
                 (killed.parent / "tmp").write_text(repr(time.time()))
                 os.replace(killed.parent / "tmp", killed)
         child.wait(30)
+        reports["output"] = f"exit {child.returncode}\nstdout:\n{''.join(lines)[-4000:]}\n" \
+                            f"stderr:\n{streamed.stderr_tail(20000)}"
     finally:
         timer.cancel()
+        streamed.close()
         if victim is not None and not cluster.node(victim).running:
             cluster.restart(victim)
-    reports["output"] = f"exit {child.returncode}\nstdout:\n{''.join(lines)[-4000:]}\n" \
-                        f"stderr:\n{child.stderr.read()[-20000:]}"  # type: ignore[union-attr]
     return reports
 
 

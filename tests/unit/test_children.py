@@ -1,0 +1,27 @@
+"""The test helper that streams a child's stdout does not hang on a child that writes much to stderr."""
+from __future__ import annotations
+
+import os
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+from children import StreamedChild  # noqa: E402
+
+#: Four times what a Linux pipe holds, written before the child's only line of stdout.
+NOISE = 4 * 65536
+
+CHILD = (f"import sys; sys.stderr.write('w' * {NOISE} + 'last words'); sys.stderr.flush(); "
+         "print('{\"check\": \"done\"}', flush=True)")
+
+
+def test_a_child_that_fills_more_than_a_pipe_on_stderr_still_reaches_its_stdout():
+    child = StreamedChild([sys.executable, "-c", CHILD])
+    try:
+        lines = list(child.lines())  # with stderr on an unread pipe, this waited forever
+        assert child.process.wait(30) == 0
+        assert lines == ['{"check": "done"}\n']
+        tail = child.stderr_tail(20)
+        assert tail.endswith("last words") and len(tail) == 20
+    finally:
+        child.close()
