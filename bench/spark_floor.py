@@ -23,9 +23,12 @@ import time
 
 def main(argv: list[str]) -> int:
     started = time.perf_counter()
+    from notify_transport.pipeline.reading import format_before_session
     from notify_transport.pipeline.session import build_session, jvm_log_path, run_conf
+    from notify_transport.pipeline.source import FORMAT_NAME
 
-    jvm_reader = (argv[0] if argv else "kafka") != "notify_kafka"  # as pipeline run chooses its session
+    # the session pipeline run starts for a small run (backlog 0) with this reader
+    jvm_reader = format_before_session(argv[0] if argv else "kafka", 0) != FORMAT_NAME
     spark = build_session(extra_conf=run_conf(0), quick_start=True, jvm_log=jvm_log_path(),
                           kafka_connector=jvm_reader, jvm_decoder=jvm_reader)
     ready = time.perf_counter()

@@ -30,11 +30,11 @@ if ROOT not in sys.path:
     sys.path.insert(0, ROOT)
 
 from bench.rabbit_cluster_faults import CALL_TIMEOUT, Echo, run_fault  # noqa: E402
+from children import StreamedChild  # noqa: E402
 from endpoints import IdRecorder  # noqa: E402
 from rabbit_cluster_fixtures import CLUSTER_QUERY, node_back, nodes_holding_connections  # noqa: E402
 from test_oslo_eventlet import MAX_GAP, check, kill_showing_stacks  # noqa: E402
 from waits import wait_until  # noqa: E402
-from children import StreamedChild  # noqa: E402
 
 pytestmark = pytest.mark.functional
 

@@ -1,13 +1,10 @@
 """The test helper that streams a child's stdout does not hang on a child that writes much to stderr."""
 from __future__ import annotations
 
-import os
 import sys
 import threading
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-
-from children import StreamedChild  # noqa: E402
+from children import StreamedChild
 
 #: Four times what a Linux pipe holds, written before the child's only line of stdout.
 NOISE = 4 * 65536
