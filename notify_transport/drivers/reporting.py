@@ -3,13 +3,14 @@
 A broker outage can fail thousands of deliveries (or polls) at once; one line
 per event would drown the log. Each kind of failure is logged at most once per
 interval, and the next line says how many were left out. Counters elsewhere
-keep the exact numbers.
+keep the exact numbers. An owner that polls calls :meth:`RateLimitedLog.summarize_due`
+as it goes, so that the count of a burst that has ended is said within an interval.
 """
 from __future__ import annotations
 
 import logging
 import time
-from typing import Any, Hashable
+from typing import Any, Callable, Hashable
 
 from notify_transport.drivers import threads
 
@@ -17,15 +18,17 @@ from notify_transport.drivers import threads
 class RateLimitedLog:
     """``log(level, key, fmt, *args)``: at most one line per ``key`` and ``interval``."""
 
-    def __init__(self, logger: logging.Logger, interval: float = 1.0) -> None:
+    def __init__(self, logger: logging.Logger, interval: float = 1.0,
+                 clock: Callable[[], float] = time.monotonic) -> None:
         self._log = logger
         self.interval = interval
+        self._clock = clock
         # key -> [time of the last line, repeats left out since, level, fmt, args]
         self._seen: dict[Hashable, list[Any]] = {}
         self._lock = threads.Lock()
 
     def log(self, level: int, key: Hashable, fmt: str, *args: Any) -> None:
-        now = time.monotonic()
+        now = self._clock()
         with self._lock:
             entry = self._seen.get(key)
             if entry is not None and now - entry[0] < self.interval:
@@ -48,3 +51,19 @@ class RateLimitedLog:
         for _, left_out, level, fmt, args in entries:
             self._log.log(level, "%d more not logged one by one; the last: " + fmt,
                           left_out, *args)
+
+    def summarize_due(self) -> None:
+        """Log the repeats left out of each key whose last line is an interval old or more."""
+        now = self._clock()
+        due = []
+        with self._lock:
+            for key, entry in list(self._seen.items()):
+                if now - entry[0] < self.interval:
+                    continue
+                if entry[1]:
+                    due.append(tuple(entry[1:]))
+                    self._seen[key] = [now, 0, *entry[2:]]
+                else:
+                    del self._seen[key]
+        for left_out, level, fmt, args in due:
+            self._log.log(level, "%d more not logged one by one; the last: " + fmt, left_out, *args)

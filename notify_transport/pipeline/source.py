@@ -305,7 +305,7 @@ class KafkaStreamReader(_KafkaReading, DataSourceStreamReader, SupportsTriggerAv
             parts &= set(self._target)
         latest = self._offsets(sorted(parts), "latest")
         if self._target is not None:
-            latest = {tp: min(off, self._target[tp]) for tp, off in latest.items()}
+            latest = offsets.cap(latest, self._target)
         self._latest = latest
         effective = dict(begin)
         new = [tp for tp in latest if tp not in begin]

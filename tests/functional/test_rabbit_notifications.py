@@ -3,12 +3,14 @@ requeue and poison messages. The same listener code runs on the Kafka driver."""
 from __future__ import annotations
 
 import collections
+import logging
 import threading
 
 import pika
 import pytest
 
 import notify_transport as nt
+from notify_transport.drivers import envelope
 from rabbit_fixtures import wait_for
 
 pytestmark = pytest.mark.functional
@@ -146,6 +148,36 @@ def test_poison_messages_are_set_aside_and_listener_goes_on(transports, listener
     assert wait_for(lambda: sorted(recorder.payloads()) == [1, 2])
     assert wait_for(lambda: rabbit_admin.queue_info(f"{topic}.info")[0] == 0)
     assert caplog.text.count("rejecting an undecodable message") == 3
+
+
+def test_redelivered_copies_are_dropped_and_counted_in_one_line(transports, listeners, unique,
+                                                                  rabbit_admin, caplog):
+    """After a failover RabbitMQ hands back copies by the hundred: each is dropped, and the log
+    says so in one line and one count, not a line per copy."""
+    transport = transports(kind="notify")
+    topic = unique("copies")
+    recorder = Recorder(prios=["info"])
+    listener = listeners(transport, [nt.Target(topic=topic)], [recorder])
+    message = {"message_id": "m-1", "publisher_id": "p", "event_type": "ev", "priority": "INFO",
+               "payload": "once", "timestamp": "2026-12-07 05:00:00.000000", "_unique_id": "copy-1"}
+    body = envelope.encode(message, {})
+    json_props = pika.BasicProperties(content_type="application/json")
+    rabbit_admin.publish_raw("openstack", f"{topic}.info", body, json_props)
+    assert wait_for(lambda: recorder.payloads() == ["once"])
+    with caplog.at_level(logging.WARNING, "notify_transport"):
+        for _ in range(200):
+            rabbit_admin.publish_raw("openstack", f"{topic}.info", body, json_props)
+        notifier = nt.Notifier(transport, publisher_id="p", driver="messagingv2", topics=[topic])
+        notifier.info({}, "ev", "after")
+        assert wait_for(lambda: recorder.payloads() == ["once", "after"])
+        assert wait_for(lambda: rabbit_admin.queue_info(f"{topic}.info")[0] == 0)
+        listener.stop()
+        listener.wait()
+    lines = [r.getMessage() for r in caplog.records if "duplicate notification" in r.getMessage()]
+    assert len(lines) == 2, lines
+    assert "dropping duplicate notification copy-1" in lines[0]
+    assert lines[1].startswith("199 more not logged one by one; the last: ")
+    assert lines[1].endswith("dropping duplicate notification copy-1")
 
 
 def test_batch_listener(transports, listeners, unique):

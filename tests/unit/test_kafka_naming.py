@@ -1,7 +1,6 @@
 """Kafka topic naming, counters, commit offsets and the driver's broker-free behaviour."""
 from __future__ import annotations
 
-import logging
 import threading
 
 import pytest
@@ -9,7 +8,6 @@ import pytest
 from notify_transport.drivers.kafka.delivery.commit import next_offsets
 from notify_transport.drivers.counter import Counter
 from notify_transport.drivers.kafka.naming import SendTopics, kafka_topic
-from notify_transport.drivers.reporting import RateLimitedLog
 from notify_transport.exceptions import (ConfigurationError, InvalidTarget, InvalidTransportURL,
                                          NotSupported)
 from notify_transport.target import Target
@@ -80,20 +78,6 @@ def test_next_offsets_takes_the_highest_per_partition():
                FakeRecord("b", 0, 0), FakeRecord("a", 0, 6)]
     got = {(tp.topic, tp.partition): tp.offset for tp in next_offsets(records)}
     assert got == {("a", 0): 8, ("a", 1): 3, ("b", 0): 1}
-
-
-def test_rate_limited_log_counts_what_it_leaves_out(caplog):
-    log = RateLimitedLog(logging.getLogger("t.ratelimit"), interval=60)
-    with caplog.at_level(logging.ERROR, "t.ratelimit"):
-        for _ in range(5):
-            log.log(logging.ERROR, "k", "delivery to %s failed", "topic-x")
-        log.log(logging.ERROR, "other", "other failure")
-        log.summarize()
-    lines = [r.getMessage() for r in caplog.records]
-    assert lines[0] == "delivery to topic-x failed"
-    assert lines[1] == "other failure"
-    assert lines[2] == "4 more not logged one by one; the last: delivery to topic-x failed"
-    assert len(lines) == 3
 
 
 # -- the driver, constructed without any broker --------------------------------

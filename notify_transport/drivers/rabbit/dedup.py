@@ -9,6 +9,10 @@ import threading
 
 from cachetools import FIFOCache
 
+#: Seconds between the lines of a listener that count the redelivered copies it drops
+#: (:class:`~notify_transport.drivers.reporting.RateLimitedLog`): one failover brings hundreds.
+DUPLICATES_LOG_INTERVAL = 10.0
+
 
 class DedupCache:
     """The last ``size`` ``_unique_id`` values seen; safe to share between threads."""

@@ -22,8 +22,9 @@ from notify_transport.drivers.rabbit.codec import BodyCodec
 from notify_transport.drivers.rabbit.connection import RabbitConnection
 from notify_transport.drivers.rabbit.consumer import Delivery, QueueConsumer
 from notify_transport.drivers.rabbit.publisher import PendingPublish, Publisher
-from notify_transport.drivers.rabbit.dedup import DedupCache
+from notify_transport.drivers.rabbit.dedup import DUPLICATES_LOG_INTERVAL, DedupCache
 from notify_transport.drivers.rabbit.topology import Topology
+from notify_transport.drivers.reporting import RateLimitedLog
 from notify_transport.exceptions import ConfigurationError, DecodeError, MessageDeliveryFailure
 from notify_transport.target import Target
 
@@ -109,6 +110,7 @@ class NotificationListener(Listener):
         self.pool = pool
         self._codec = codec
         self._dedup = DedupCache()
+        self._duplicates = RateLimitedLog(LOG, interval=DUPLICATES_LOG_INTERVAL)
         self.consumer = QueueConsumer(conn, topology.notification_queues(keys, pool),
                                       prefetch=prefetch, auto_ack=False,
                                       name=f"notifications pool={pool}",
@@ -126,6 +128,7 @@ class NotificationListener(Listener):
         while True:
             remaining = None if deadline is None else max(0.0, deadline - time.monotonic())
             deliveries = self.consumer.get(remaining, max_messages)
+            self._duplicates.summarize_due()
             if not deliveries:
                 return []
             out = [m for m in (self._incoming(d) for d in deliveries) if m is not None]
@@ -146,8 +149,9 @@ class NotificationListener(Listener):
             self.consumer.reject([delivery], requeue=False)
             return None
         if unique_id and self._dedup.contains(unique_id):
-            LOG.warning("%r: dropping duplicate notification %s", self, unique_id)
             self.consumer.ack([delivery])
+            self._duplicates.log(logging.WARNING, "duplicate", "%r: dropping duplicate notification %s", self,
+                                     unique_id)
             return None
         props = delivery.properties
         headers = [(k, v if isinstance(v, bytes) else str(v).encode()) for k, v in (props.headers or {}).items()]
@@ -169,6 +173,7 @@ class NotificationListener(Listener):
 
     def cleanup(self) -> None:
         self.consumer.close()
+        self._duplicates.summarize()
 
 
 def check_listen_options(options: dict[str, Any]) -> None:

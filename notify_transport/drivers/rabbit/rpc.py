@@ -35,10 +35,11 @@ from notify_transport.drivers.base import IncomingMessage, Listener
 from notify_transport.drivers.rabbit.codec import BodyCodec
 from notify_transport.drivers.rabbit.connection import RabbitConnection
 from notify_transport.drivers.rabbit.consumer import Delivery, QueueConsumer
-from notify_transport.drivers.rabbit.dedup import DedupCache
+from notify_transport.drivers.rabbit.dedup import DUPLICATES_LOG_INTERVAL, DedupCache
 from notify_transport.drivers.rabbit.publisher import PendingPublish, Publisher
 from notify_transport.drivers.naming import server_routing_key
 from notify_transport.drivers.rabbit.topology import ExchangeSpec, Topology
+from notify_transport.drivers.reporting import RateLimitedLog
 from notify_transport.drivers.remote_errors import (deserialize_remote_exception,
                                                     serialize_remote_exception)
 from notify_transport.exceptions import (DecodeError, InvalidTarget, MessageDeliveryFailure,
@@ -387,6 +388,7 @@ class RpcListener(Listener):
         self._codec = codec
         self._replier = replier
         self._dedup = DedupCache()
+        self._duplicates = RateLimitedLog(LOG, interval=DUPLICATES_LOG_INTERVAL)
         queues = topology.rpc_queues(target.exchange, target.topic, target.server)
         # Requests are acknowledged when poll() hands them out, before dispatch (as
         # oslo does: a call runs at most once). Not on delivery: with automatic
@@ -405,6 +407,7 @@ class RpcListener(Listener):
 
     def poll(self, timeout: float | None = None, max_messages: int = 1) -> list[IncomingMessage]:
         deliveries = self.consumer.get(timeout, max_messages)
+        self._duplicates.summarize_due()
         if not deliveries:
             return []
         self.consumer.ack(deliveries)
@@ -418,7 +421,8 @@ class RpcListener(Listener):
                 continue
             unique_id = data.pop("_unique_id", None)
             if unique_id and self._dedup.seen(unique_id):
-                LOG.warning("%r: ignoring duplicate message %s", self, unique_id)
+                self._duplicates.log(logging.WARNING, "duplicate", "%r: dropping duplicate message %s", self,
+                                         unique_id)
                 continue
             msg_id = data.pop("_msg_id", None)
             reply_q = data.pop("_reply_q", None)
@@ -434,3 +438,4 @@ class RpcListener(Listener):
 
     def cleanup(self) -> None:
         self.consumer.close()
+        self._duplicates.summarize()
