@@ -210,15 +210,16 @@ class KafkaProducer:
     ``on_report(err, msg)`` receives the reports of messages produced without
     a callback of their own; ``on_lost(n)`` is told of messages a condemned
     client still held and never reported (they are not delivered).
-    ``background``: a thread serves delivery reports, else the owner calls
-    :meth:`poll`. Reports of a condemned client are never seen by the owner:
-    those messages are produced again, unless the transport is closing or
-    their message timeout passed (reported with ``_MSG_TIMED_OUT``).
+    ``background``: a thread serves delivery reports, and calls ``on_idle()`` (if given)
+    after each of its polls; else the owner calls :meth:`poll`. Reports of a condemned
+    client are never seen by the owner: those messages are produced again, unless the
+    transport is closing or their message timeout passed (reported with ``_MSG_TIMED_OUT``).
     """
 
     def __init__(self, config: dict[str, Any], name: str, on_report: Report,
                  on_lost: Callable[[int], None], queue_timeout: float,
-                 background: bool = True, unit: str = "message") -> None:
+                 background: bool = True, unit: str = "message",
+                 on_idle: Callable[[], None] | None = None) -> None:
         self._config = dict(config)
         #: what a message is called in log lines ("notification", "copy")
         self.unit = unit
@@ -227,6 +228,7 @@ class KafkaProducer:
         self._on_lost = on_lost
         self._queue_timeout = queue_timeout
         self._background = background
+        self._on_idle = on_idle
         self._timeout_ms = _message_timeout_ms(self._config)
         # held only to swap clients, never to wait; re-entrant because a delivery or error
         # callback may run (and swap) while the lock is held, e.g. when a client is freed
@@ -279,6 +281,8 @@ class KafkaProducer:
         while not handle.stop.is_set():
             try:
                 client.poll(_REPORT_POLL_INTERVAL)
+                if self._on_idle is not None:
+                    self._on_idle()
             except RuntimeError:  # closed under us
                 break
             except KafkaException as exc:
@@ -630,8 +634,9 @@ class NotificationProducer:
         self.failed = Counter()
         self.failures = RateLimitedLog(LOG)
         self._queue_timeout = queue_timeout
+        # a failed burst's count is logged within a second of its last failure, not only at close
         self.client = KafkaProducer(config, url_for_logs, self.on_report, self._lost, queue_timeout,
-                                    unit="notification")
+                                    unit="notification", on_idle=self.failures.summarize_due)
 
     def __repr__(self) -> str:
         return f"<NotificationProducer {self._url_for_logs}>"
