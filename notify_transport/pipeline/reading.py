@@ -21,7 +21,7 @@ from pyspark.errors import AnalysisException
 
 from notify_transport.exceptions import ConfigurationError
 from notify_transport.pipeline.kafka_settings import CONNECTOR_PARTITION_FETCH_BYTES, KafkaSettings
-from notify_transport.pipeline.session import small_run
+from notify_transport.pipeline.session import read_tasks, small_run
 from notify_transport.pipeline.source import FORMAT_NAME
 from notify_transport.pipeline.topics import Subscription
 
@@ -223,9 +223,3 @@ def read_decoded(spark, settings: KafkaSettings, subscription: Subscription, *, 
     LOG.info("Reading and decoding %s with the %s format from %s", subscription.options(), fmt, settings.url)
     reader = spark.readStream if streaming else spark.read
     return reader.format(fmt).options(**options).load()
-
-
-def read_tasks(spark) -> int:
-    """One read task per core Spark gives a stage by default (either source, and the warm-up
-    that starts their Python workers)."""
-    return max(1, spark.sparkContext.defaultParallelism)

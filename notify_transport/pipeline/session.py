@@ -113,6 +113,12 @@ def small_run(backlog: int | None) -> bool:
     return backlog is not None and backlog <= SMALL_RUN_RECORDS
 
 
+def read_tasks(spark) -> int:
+    """One read task per core Spark gives a stage by default (either source, and the warm-up
+    that starts their Python workers)."""
+    return max(1, spark.sparkContext.defaultParallelism)
+
+
 def run_conf(backlog: int | None) -> dict[str, str]:
     """Settings for a run known to read ``backlog`` records (None: not known, Spark's defaults).
 
@@ -279,8 +285,6 @@ def warm_up(spark, reads_in_python: bool = True) -> threading.Thread:
     the query starts what it needs itself. Join the thread before stopping the
     session.
     """
-    from notify_transport.pipeline.reading import read_tasks  # not at import: executors load this module
-
     count = read_tasks(spark)
     tasks = str(count)
 
