@@ -194,6 +194,7 @@ class NotificationPollListener(oslo_base.PollStyleListener):
         return min(POLL_SLICE, left) if left > 0 else None
 
     def _take(self, wait: float, count: int) -> list[oslo_base.IncomingMessage]:
+        self._errors.summarize_due()  # the count of failed polls, once their interval has passed
         try:
             taken = self._offload(self.listener.poll, timeout=wait, max_messages=count)
             return [self._wrap(m, self._offload) for m in taken]

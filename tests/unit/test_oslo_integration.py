@@ -1,6 +1,8 @@
 """The ``ntkafka`` oslo.messaging driver without a broker: entry point, URL, errors, polling."""
 from __future__ import annotations
 
+import functools
+import logging
 import queue
 import threading
 import time
@@ -221,6 +223,29 @@ def test_poll_never_raises(caplog) -> None:
     poller = integration.NotificationPollListener(ours)
     assert payloads(poller.poll(timeout=5)) == [1]
     assert "broker gone" in caplog.text
+
+
+def test_failed_polls_are_counted_in_the_log_once_polling_works_again(caplog, monkeypatch) -> None:
+    """An outage fails poll after poll: one line, and the count of the rest once the interval (30 s)
+    has passed, while the service runs, not only at cleanup."""
+    clock = [0.0]
+    monkeypatch.setattr(integration, "RateLimitedLog",
+                        functools.partial(integration.RateLimitedLog, clock=lambda: clock[0]))
+    ours = QueueListener()
+    poller = integration.NotificationPollListener(ours)
+    with caplog.at_level(logging.ERROR, integration.LOG.name):
+        for _ in range(5):
+            ours.raise_next = RuntimeError("broker gone")
+            assert poller.poll(timeout=0.01) == []
+        assert len(caplog.records) == 1
+        clock[0] = 31.0
+        ours.put(1)
+        assert payloads(poller.poll(timeout=5)) == [1]
+        assert caplog.records[-1].getMessage().startswith("4 more not logged one by one; the last: ")
+        assert caplog.records[-1].getMessage().endswith("polling failed, retrying: broker gone")
+        assert len(caplog.records) == 2
+    poller.cleanup()
+    assert len(caplog.records) == 2
 
 
 def test_messages_ack_and_requeue_through_ours_and_cleanup_commits() -> None:

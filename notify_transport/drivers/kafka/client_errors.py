@@ -9,6 +9,8 @@ retried by the client and only logged here, at most once a second per kind.
 from __future__ import annotations
 
 import logging
+import time
+from typing import Callable
 
 from confluent_kafka import KafkaError
 
@@ -36,12 +38,12 @@ def is_permanent(err: KafkaError) -> bool:
 class ClientErrors:
     """The errors of one consumer: the last one (for a timeout's message) and a permanent one."""
 
-    def __init__(self, name: str) -> None:
+    def __init__(self, name: str, clock: Callable[[], float] = time.monotonic) -> None:
         self.name = name
         self.last: KafkaError | None = None
         #: set from the client's error callback, raised by the next :meth:`raise_if_fatal`
         self.fatal: KafkaError | None = None
-        self._log = RateLimitedLog(LOG)
+        self._log = RateLimitedLog(LOG, clock=clock)
 
     def on_error(self, err: KafkaError) -> None:
         """librdkafka's ``error_cb``: runs inside a poll, so it records and never raises."""
@@ -65,6 +67,11 @@ class ClientErrors:
         if is_permanent(err):
             raise KafkaListenerError(f"{self.name}: {err.str()}")
         self._log.log(logging.WARNING, code, "%s: %s", self.name, err.str())
+
+    def summarize_due(self) -> None:
+        """As the listener polls: the count of a kind's repeats, once its interval has passed
+        (an outage's last errors are counted soon after it ends, not at close)."""
+        self._log.summarize_due()
 
     def summarize(self) -> None:
         """At close: the repeats that were not logged one by one."""

@@ -173,6 +173,7 @@ class KafkaListener(Listener):
         with self._lock:
             while not stopped():
                 self.errors.raise_if_fatal()
+                self.errors.summarize_due()
                 if tick is not None:
                     tick()
                 if workers is not None:
