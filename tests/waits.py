@@ -1,4 +1,5 @@
-"""Waiting on a condition in functional tests: one helper for every broker's tests."""
+"""Time in tests: waiting on a condition (one helper for every broker's tests), and a clock that
+a unit test sets by hand."""
 from __future__ import annotations
 
 import os
@@ -40,3 +41,13 @@ def pid_alive(pid: int) -> bool:
     except ProcessLookupError:
         return False
     return True
+
+
+class Clock:
+    """A clock for code that takes one (``clock=``): it says ``now``, which the test sets."""
+
+    def __init__(self, now: float = 0.0) -> None:
+        self.now = now
+
+    def __call__(self) -> float:
+        return self.now

@@ -48,12 +48,15 @@ class RateLimitedLog:
         with self._lock:
             entries = [e for e in self._seen.values() if e[1]]
             self._seen.clear()
-        for _, left_out, level, fmt, args in entries:
-            self._log.log(level, "%d more not logged one by one; the last: " + fmt,
-                          left_out, *args)
+        self._say_left_out(entries)
 
     def summarize_due(self) -> None:
-        """Log the repeats left out of each key whose last line is an interval old or more."""
+        """Log the repeats left out of each key whose last line is an interval old or more.
+
+        Owners call it on every poll: with nothing logged lately it returns without the lock.
+        """
+        if not self._seen:
+            return
         now = self._clock()
         due = []
         with self._lock:
@@ -61,9 +64,12 @@ class RateLimitedLog:
                 if now - entry[0] < self.interval:
                     continue
                 if entry[1]:
-                    due.append(tuple(entry[1:]))
+                    due.append(entry)
                     self._seen[key] = [now, 0, *entry[2:]]
                 else:
                     del self._seen[key]
-        for left_out, level, fmt, args in due:
+        self._say_left_out(due)
+
+    def _say_left_out(self, entries: list[list[Any]]) -> None:
+        for _, left_out, level, fmt, args in entries:
             self._log.log(level, "%d more not logged one by one; the last: " + fmt, left_out, *args)

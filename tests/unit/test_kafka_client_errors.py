@@ -6,16 +6,10 @@ import logging
 
 import pytest
 from confluent_kafka import KafkaError
+from waits import Clock
 
 from notify_transport.drivers.kafka.client_errors import ClientErrors, KafkaListenerError
 
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = 0.0
-
-    def __call__(self) -> float:
-        return self.now
 
 
 def test_an_outages_repeated_errors_are_one_line_then_a_count_while_polling(caplog) -> None:

@@ -3,6 +3,7 @@
 import pytest
 from confluent_kafka import KafkaError, KafkaException, Message, TopicPartition
 from oslo_config import cfg
+from waits import Clock
 
 from notify_transport.drivers.base import IncomingMessage
 from notify_transport.drivers.config import resolve_options
@@ -135,13 +136,6 @@ def test_topic_lists():
 
 
 # -- delay gate -----------------------------------------------------------------------
-
-class Clock:
-    def __init__(self, now=0.0):
-        self.now = now
-
-    def __call__(self):
-        return self.now
 
 
 def test_gate_holds_until_due_and_pauses_only_that_partition():

@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import logging
-import re
 import threading
 
 import pytest
@@ -14,6 +13,7 @@ from waits import wait_until
 
 from notify_transport.drivers.kafka.delivery import deadletter
 from notify_transport.drivers.kafka.producer import KafkaProducer, NotificationProducer
+from tests.unit.test_reporting import events_said
 
 
 @pytest.fixture
@@ -239,19 +239,6 @@ def test_confirmed_messages_and_queued_errors_never_count_past_the_bound(monkeyp
     p.close(0)
 
 
-def _failures_said(records: list[logging.LogRecord]) -> int:
-    """How many failed deliveries the producer's lines account for (each line, and the repeats it counts)."""
-    said = 0
-    for record in records:
-        text = record.getMessage()
-        if "delivery to Kafka topic t.info failed" not in text:
-            continue
-        counted = re.match(r"(\d+) more not logged one by one", text)
-        repeats = re.search(r"\(and (\d+) more like it since the last report\)$", text)
-        said += int(counted[1]) if counted else 1 + (int(repeats[1]) if repeats else 0)
-    return said
-
-
 def test_a_burst_of_failed_deliveries_is_counted_in_the_log_before_close(caplog):
     """Thirty notifications time out together on an unreachable cluster (the real client, no
     broker): one line names the first, and the count of the others follows within a second or
@@ -259,13 +246,16 @@ def test_a_burst_of_failed_deliveries_is_counted_in_the_log_before_close(caplog)
     p = NotificationProducer({"bootstrap.servers": "127.0.0.1:1", "delivery.report.only.error": True,
                               "message.timeout.ms": 300}, 1.0, 1.0)
     send_one = p.sender("t.info", lambda message, ctxt: b"v")
+
+    def lines() -> list[logging.LogRecord]:
+        return [r for r in caplog.records if "delivery to Kafka topic t.info failed" in r.getMessage()]
+
     try:
         with caplog.at_level(logging.ERROR, "notify_transport.drivers.kafka.producer"):
             for i in range(30):
                 send_one({}, {"publisher_id": "p", "n": i})
             assert wait_until(lambda: p.stats()["failed"] == 30, 10)
-            assert wait_until(lambda: _failures_said(caplog.records) == 30, 10), caplog.text
-            lines = [r for r in caplog.records if "delivery to Kafka topic t.info failed" in r.getMessage()]
-            assert 2 <= len(lines) <= 4  # not a line per failure
+            assert wait_until(lambda: sum(map(events_said, lines())) == 30, 10), caplog.text
+            assert 2 <= len(lines()) <= 4  # not a line per failure
     finally:
         p.close()

@@ -10,6 +10,7 @@ from importlib import metadata
 
 import pytest
 from oslo_config import cfg
+from waits import Clock
 
 from notify_transport.drivers.base import IncomingMessage, Listener
 
@@ -228,9 +229,8 @@ def test_poll_never_raises(caplog) -> None:
 def test_failed_polls_are_counted_in_the_log_once_polling_works_again(caplog, monkeypatch) -> None:
     """An outage fails poll after poll: one line, and the count of the rest once the interval (30 s)
     has passed, while the service runs, not only at cleanup."""
-    clock = [0.0]
-    monkeypatch.setattr(integration, "RateLimitedLog",
-                        functools.partial(integration.RateLimitedLog, clock=lambda: clock[0]))
+    clock = Clock()
+    monkeypatch.setattr(integration, "RateLimitedLog", functools.partial(integration.RateLimitedLog, clock=clock))
     ours = QueueListener()
     poller = integration.NotificationPollListener(ours)
     with caplog.at_level(logging.ERROR, integration.LOG.name):
@@ -238,7 +238,7 @@ def test_failed_polls_are_counted_in_the_log_once_polling_works_again(caplog, mo
             ours.raise_next = RuntimeError("broker gone")
             assert poller.poll(timeout=0.01) == []
         assert len(caplog.records) == 1
-        clock[0] = 31.0
+        clock.now = 31.0
         ours.put(1)
         assert payloads(poller.poll(timeout=5)) == [1]
         assert caplog.records[-1].getMessage().startswith("4 more not logged one by one; the last: ")

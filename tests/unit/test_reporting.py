@@ -5,18 +5,12 @@ from __future__ import annotations
 import logging
 
 from hypothesis import given, strategies as st
+from waits import Clock
 
 from notify_transport.drivers.reporting import RateLimitedLog
 
 LEFT_OUT = "%d more not logged one by one; the last: "
 
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = 0.0
-
-    def __call__(self) -> float:
-        return self.now
 
 
 class Recording(logging.Handler):
