@@ -14,9 +14,10 @@ from __future__ import annotations
 import datetime
 import decimal
 import enum
+import functools
 import json
 import uuid
-from typing import Any
+from typing import Any, Callable
 
 from notify_transport.exceptions import DecodeError
 
@@ -102,6 +103,10 @@ else:  # pragma: no cover
 _ENVELOPE_HEAD = f'{{"{VERSION_KEY}": "{ENVELOPE_VERSION}", "{MESSAGE_KEY}": '.encode()
 
 
+def _enveloped(version: float | str) -> bool:
+    return version == 2.0 or float(version) >= 2.0
+
+
 def encode(message: dict, ctxt: dict | None, version: float | str = 2.0,
            context_style: str = CONTEXT_DICT) -> bytes:
     """Return the wire bytes of ``message`` with ``ctxt`` packed inside it."""
@@ -112,10 +117,31 @@ def encode(message: dict, ctxt: dict | None, version: float | str = 2.0,
         for key, value in ctxt.items():
             msg[CONTEXT_PREFIX + key] = value
     inner = _dumps_bytes(msg)
-    if version == 2.0 or float(version) >= 2.0:
+    if _enveloped(version):
         # the message JSON travels as one JSON string inside the envelope
         return b"".join((_ENVELOPE_HEAD, _dumps_bytes(inner.decode("utf-8")), b"}"))
     return inner
+
+
+def encoder(version: float | str = 2.0,
+            context_style: str = CONTEXT_DICT) -> Callable[[dict, dict | None], bytes]:
+    """:func:`encode` with its version and context style bound, for a sender's hot path.
+
+    The common case (a 2.0 envelope around a ``_context`` dict) gets a function of its
+    own: a ``functools.partial`` with keywords builds a keyword dict on every call, a
+    third of a microsecond per notification, and the outer encoding of a string never
+    needs the fallback that the message's own encoding may.
+    """
+    if context_style != CONTEXT_DICT or not _enveloped(version) or orjson is None:
+        return functools.partial(encode, version=version, context_style=context_style)
+    head, dumps_str = _ENVELOPE_HEAD, _orjson_dumps
+
+    def encode_v2(message: dict, ctxt: dict | None) -> bytes:
+        msg = dict(message)
+        msg[CONTEXT_KEY] = ctxt or {}
+        # orjson's output decodes to a str without lone surrogates: orjson accepts it as is
+        return b"".join((head, dumps_str(_dumps_bytes(msg).decode("utf-8")), b"}"))
+    return encode_v2
 
 
 #: Why a record nested too deeply is refused (the standard parser stops at

@@ -4,7 +4,7 @@ from __future__ import annotations
 import logging
 import os
 import time
-from typing import Any, Iterable
+from typing import Any, Callable, Iterable
 
 from notify_transport import options
 from notify_transport.notify.drivers import Driver, Route, TestDriver, load_drivers, log_failed_send
@@ -15,22 +15,24 @@ from notify_transport.serializer import NoOpSerializer, Serializer
 LOG = logging.getLogger(__name__)
 
 
-class _UtcClock:
-    """``str(datetime.utcnow())`` as oslo writes timestamps, without a datetime per call:
-    the date and time part is formatted once per second."""
+def utc_clock(now_ns: Callable[[], int] = time.time_ns) -> Callable[[], str]:
+    """A function returning ``str(datetime.utcnow())`` as oslo writes timestamps, without a
+    datetime per call: the date and time part is formatted once per second. A closure, not a
+    class with ``__call__``: calling it costs half as much on the send path."""
+    # (first microsecond of the second, its text with a "%06d" slot, its text alone);
+    # the start is a second no clock reading falls in
+    second: list[tuple[int, str, str]] = [(-10**7, "", "")]
 
-    __slots__ = ("_second",)
-
-    def __init__(self) -> None:
-        self._second: tuple[int, str] = (-1, "")
-
-    def __call__(self) -> str:
-        sec, ns = divmod(time.time_ns(), 1_000_000_000)
-        cached = self._second  # one tuple, replaced whole: safe across threads
-        if cached[0] != sec:
-            cached = self._second = (sec, time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(sec)))
-        micro = ns // 1000
-        return f"{cached[1]}.{micro:06d}" if micro else cached[1]
+    def now() -> str:
+        micro = now_ns() // 1000
+        cached = second[0]  # one tuple, replaced whole: safe across threads
+        if not 0 <= micro - cached[0] < 1_000_000:
+            start = micro - micro % 1_000_000
+            text = time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(start // 1_000_000))
+            cached = second[0] = (start, text + ".%06d", text)
+        micro -= cached[0]
+        return cached[1] % micro if micro else cached[2]
+    return now
 
 
 # Random (version 4) UUID strings made 256 at a time from one os.urandom call:
@@ -42,17 +44,28 @@ class _UtcClock:
 # cached clock save is measured by `python -m bench.profile_hot build`
 # (doc/source/benchmarks.rst).
 _ID_BATCH = 256
+#: one id's text and the space that splits it from the next: 37 columns
+_ID_WIDTH = 37
+#: (first hex digit, first column, digits) of the five dash-separated groups of an id
+_ID_GROUPS = ((0, 0, 8), (8, 9, 4), (12, 14, 4), (16, 19, 4), (20, 24, 12))
 #: the RFC 4122 variant keeps a hex digit's two low bits and sets its top bits to 10
-_VARIANT_DIGIT = {c: "89ab"[int(c, 16) & 3] for c in "0123456789abcdef"}
+_VARIANT = bytes.maketrans(b"0123456789abcdef", b"89ab89ab89ab89ab")
+_ID_TEMPLATE = (b"-" * (_ID_WIDTH - 1) + b" ") * _ID_BATCH
 _id_pool: list[str] = []
 
 
 def _more_ids() -> list[str]:
-    h = os.urandom(16 * _ID_BATCH).hex()
-    v = _VARIANT_DIGIT
-    # version 4 in the 13th digit, the variant in the 17th, as uuid.uuid4()
-    return [f"{h[i:i + 8]}-{h[i + 8:i + 12]}-4{h[i + 13:i + 16]}-{v[h[i + 16]]}{h[i + 17:i + 20]}-"
-            f"{h[i + 20:i + 32]}" for i in range(0, 32 * _ID_BATCH, 32)]
+    """A batch of ids laid out column by column: each of an id's 32 digits is one slice
+    assignment for the whole batch, so the work in Python is per column, not per id (a
+    third of the cost of slicing and formatting each id)."""
+    digits = os.urandom(16 * _ID_BATCH).hex().encode()
+    text = bytearray(_ID_TEMPLATE)
+    for first, column, length in _ID_GROUPS:
+        for k in range(length):
+            text[column + k::_ID_WIDTH] = digits[first + k::32]
+    text[14::_ID_WIDTH] = b"4" * _ID_BATCH   # the version, as uuid.uuid4()
+    text[19::_ID_WIDTH] = digits[16::32].translate(_VARIANT)
+    return text.decode().split()
 
 
 def new_message_id() -> str:
@@ -118,8 +131,8 @@ class Notifier:
         self.retry = retry
         self._conf_retry = group.retry
         self._serializer = serializer or NoOpSerializer()
-        #: oslo's timestamp text, the formatted second cached (see _UtcClock)
-        self._clock = _UtcClock()
+        #: oslo's timestamp text, the formatted second cached (see utc_clock)
+        self._clock = utc_clock()
         #: the default serializer changes nothing: skip its two calls per notification
         self._serializes = type(self._serializer) is not NoOpSerializer
         if driver is None:

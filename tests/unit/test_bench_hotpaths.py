@@ -9,6 +9,7 @@ import time
 import uuid
 
 import pytest
+from hypothesis import given, strategies as st
 from oslo_messaging._drivers import common as oslo_common
 from oslo_messaging._drivers import impl_kafka
 
@@ -80,16 +81,28 @@ def test_forked_child_does_not_reuse_the_parents_ids():
 
 @pytest.mark.parametrize("ns", [0, 1_700_000_000_000_000_000, 1_700_000_000_123_456_789,
                                 1_700_000_059_999_999_999, 1_700_000_000_000_001_000])
-def test_clock_formats_like_str_of_utc_datetime(monkeypatch, ns):
-    clock = notifier_mod._UtcClock()
-    monkeypatch.setattr(notifier_mod.time, "time_ns", lambda: ns)
+def test_clock_formats_like_str_of_utc_datetime(ns):
+    clock = notifier_mod.utc_clock(lambda: ns)
     expected = str(datetime.datetime(1970, 1, 1) + datetime.timedelta(microseconds=ns // 1000))
     assert clock() == expected
     assert clock() == expected   # cached second
 
 
+@given(start=st.integers(min_value=0, max_value=4_102_444_800 * 10**9),
+       steps=st.lists(st.integers(min_value=-2 * 10**9, max_value=2 * 10**9), max_size=30))
+def test_clock_matches_datetime_in_any_order_of_times(start, steps):
+    # steps within a second and across seconds, forwards and back (NTP steps the clock back too)
+    times = [start]
+    for step in steps:
+        times.append(max(0, times[-1] + step))
+    now = iter(times)
+    clock = notifier_mod.utc_clock(lambda: next(now))
+    for ns in times:
+        assert clock() == str(datetime.datetime(1970, 1, 1) + datetime.timedelta(microseconds=ns // 1000))
+
+
 def test_clock_is_now():
-    text = notifier_mod._UtcClock()()
+    text = notifier_mod.utc_clock()()
     assert re.fullmatch(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(\.\d{6})?", text)
     parsed = datetime.datetime.fromisoformat(text)
     now = datetime.datetime.now(datetime.timezone.utc).replace(tzinfo=None)

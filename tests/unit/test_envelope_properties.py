@@ -77,6 +77,16 @@ def test_what_we_encode_decodes_back(payload, ctxt, version):
 
 
 @BOUNDED
+@given(payload=json_values, ctxt=st.one_of(st.none(), st.dictionaries(st.text(max_size=8), json_values,
+                                                                    max_size=3)),
+       version=st.sampled_from([1.0, 2.0, "2.0", 2.1]),
+       style=st.sampled_from([envelope.CONTEXT_DICT, envelope.CONTEXT_PREFIXED]))
+def test_a_bound_encoder_writes_what_encode_writes(payload, ctxt, version, style):
+    message = {"message_id": "m", "event_type": "e", "priority": "INFO", "payload": payload}
+    assert envelope.encoder(version, style)(message, ctxt) == envelope.encode(message, ctxt, version, style)
+
+
+@BOUNDED
 @given(prefix=st.binary(max_size=30), suffix=st.binary(max_size=30), payload=json_values)
 def test_corrupted_envelopes_are_classified(prefix, suffix, payload):
     raw = envelope.encode({"event_type": "e", "priority": "INFO", "payload": payload}, {})

@@ -54,12 +54,16 @@ def test_notifier_info_reaches_the_client_within_four_frames(transport):
 def test_each_notification_is_encoded_once_with_its_context_and_key(transport, monkeypatch):
     transport, made = transport
     encoded = []
-    real = envelope.encode
+    real = envelope.encoder
 
-    def counting(message, ctxt, version, context_style):
-        encoded.append((message["message_id"], dict(ctxt)))
-        return real(message, ctxt, version, context_style)
-    monkeypatch.setattr(envelope, "encode", counting)
+    def counting_encoder(version, context_style):
+        encode = real(version, context_style)
+
+        def counting(message, ctxt):
+            encoded.append((message["message_id"], dict(ctxt)))
+            return encode(message, ctxt)
+        return counting
+    monkeypatch.setattr(envelope, "encoder", counting_encoder)
     notifier = nt.Notifier(transport, "host-1", driver="messagingv2", topics=["compute", "audit"])
     notifier.info({"request_id": "req-1", "auth_token": "secret"}, "compute.start", {"n": 1})
     # one notification, two topics: encoded once per topic, the secret dropped before

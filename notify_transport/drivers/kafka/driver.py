@@ -7,7 +7,6 @@ the wire format is oslo.messaging's, and the URL query overrides any
 """
 from __future__ import annotations
 
-import functools
 import logging
 from typing import Any, Iterable
 
@@ -101,8 +100,8 @@ class KafkaDriver(BaseDriver):
         """:meth:`send_notification` for one target: its Kafka topic named and its encoding
         bound once, the context taken as the dict the notifier made (a Notifier is this
         method's caller)."""
-        encode = functools.partial(envelope.encode, version=version, context_style=_CONTEXT_DICT)
-        return self._producer.sender(self._kafka_topic_for(target.topic), encode)
+        return self._producer.sender(self._kafka_topic_for(target.topic),
+                                     envelope.encoder(version, _CONTEXT_DICT))
 
     def flush(self, timeout: float | None = None) -> int:
         return self._producer.flush(timeout)

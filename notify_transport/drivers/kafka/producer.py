@@ -473,7 +473,10 @@ class KafkaProducer:
             try:
                 try:
                     try:
-                        client.produce(topic, value, key, **kwargs)
+                        if kwargs:
+                            client.produce(topic, value, key, **kwargs)
+                        else:  # a notification's send: no keyword dict to unpack
+                            client.produce(topic, value, key)
                     except BufferError:
                         if not wait:
                             raise
