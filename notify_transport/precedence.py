@@ -1,21 +1,10 @@
 """Where a listener option may be said, and which saying wins: decided here and nowhere else.
 
-A listener's delivery options (``delivery_mode``, ``workers``, ``max_attempts``
-...) can be given in several places. The strongest source that gives a value
-(anything but None) wins; :data:`ORDER` lists them strongest first, and the
-table in ``doc/source/configuration.rst`` says the same (a test compares them):
-
-1. a keyword argument of ``get_notification_listener`` (code);
-2. the ``[listener:NAME]`` section of ``notify-transport serve``;
-3. an attribute of the endpoint class ``serve`` runs (deprecated for delivery
-   options: each use logs a warning);
-4. the transport URL's query (``?workers=8``), for services that only set a URL;
-5. the driver's configuration group (``[oslo_messaging_kafka]``);
-6. the option's default.
-
-Every merge point calls :func:`pick` with the sources it sees: the driver
-(keyword, query, group) and ``serve`` (section, endpoint); ``serve`` hands what
-it picked to the driver as keywords, which keeps the order above.
+The strongest source that gives a value (not None) wins; :data:`ORDER` lists them
+strongest first and the table in ``doc/source/configuration.rst`` says the same (a
+test compares them). The driver (keyword, URL query, config group) and ``serve``
+(section, endpoint attribute) call :func:`pick`; ``serve`` hands its pick to the driver
+as a keyword, which keeps the order.
 """
 from __future__ import annotations
 

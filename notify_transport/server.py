@@ -127,23 +127,12 @@ class MessageHandlingServer:
         return worker
 
     def stop(self, graceful: bool = True, timeout: float | None = None) -> bool:
-        """Stop receiving.
+        """Stop receiving; with ``timeout``, the whole shutdown, bounded by it.
 
-        ``stop()``, as in oslo.messaging, returns at once: messages already
-        received are still handled, and :meth:`wait` releases the connection.
-
-        With ``timeout`` the whole shutdown happens here, bounded by it:
-
-        * ``graceful=True``: stop reading, let the work in flight finish,
-          commit, close. Work still running at the deadline is abandoned as
-          in an abrupt stop.
-        * ``graceful=False`` (abrupt): stop reading and drop every message not
-          yet handled; a call already running cannot be interrupted but its
-          result no longer counts. What did not finish is not acknowledged,
-          so drivers that track completion deliver it again later.
-
-        Returns True when the shutdown finished in time (for a graceful stop:
-        everything received was handled), False otherwise.
+        Without ``timeout`` it returns at once, as oslo's does, and :meth:`wait` finishes.
+        ``graceful=True`` lets the work in flight finish and commits; ``graceful=False`` drops
+        what was not handled, unacknowledged, so drivers that track completion deliver it
+        again. Returns True when the shutdown finished in time.
         """
         self._stopping.set()
         listener = self._listener

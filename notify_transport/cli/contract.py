@@ -1,15 +1,9 @@
-"""The command line's one error contract: each error is of one kind, with one exit status and one line.
+"""The command line's one error contract: one kind per error, with its exit status and one line.
 
-Every command ends an error the same way::
-
-    notify-transport: error: WHAT WENT WRONG; try: THE NEXT STEP
-
-on stderr, with the exit status of its kind (:data:`KINDS`). A command body
-raises :class:`CommandError` for what it finds itself, or lets a library
-exception through: :func:`classify` gives it its kind. :func:`run_command`
-runs a body under the contract and :func:`usage_error` reports what argparse
-refuses. ``doc/source/cli.rst`` shows the table, and the tests walk it for every
-command.
+Every command ends an error with ``notify-transport: error: WHAT; try: NEXT STEP`` on
+stderr and its kind's status (:data:`KINDS`). A body raises :class:`CommandError` or
+lets a library exception through for :func:`classify`; :func:`run_command` applies the
+contract and :func:`usage_error` covers argparse. ``doc/source/cli.rst`` has the table.
 """
 from __future__ import annotations
 

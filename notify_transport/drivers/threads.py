@@ -1,18 +1,11 @@
-"""The one place where driver code that runs on threads of its own gets threads, locks, events,
-queues and sleeps.
+"""Threads, locks, events, queues and sleeps for driver code that runs on threads of its own.
 
-The Kafka driver waits inside librdkafka (poll, flush, commit, close) on threads it starts, and
-those threads share locks, events and queues. In a process that eventlet monkey-patched, the
-standard ``threading``, ``queue`` and ``time.sleep`` hand out green ones: they all belong to one
-operating-system thread, and waiting on one from another thread hangs or deadlocks. So that code
-never makes a primitive itself: it calls this module at the moment it needs one, and gets the
-operating system's (``eventlet.patcher.original``) in a patched process, the standard ones
-otherwise. Nothing is rewritten behind a module's back, and the answer follows the process as it
-is when the primitive is made.
-
-Code meant to stay green under eventlet (the RabbitMQ driver, the listener base class, the API
-layer) keeps the standard modules. ``tests/unit/test_threads_seam.py`` fails when a module of the
-Kafka driver (or one it shares with it) makes a primitive any other way.
+The Kafka driver waits inside librdkafka on threads it starts. Under eventlet's monkey
+patching the standard modules hand out green primitives, and waiting on one from
+another OS thread hangs, so that code asks this module at the moment it needs one and
+gets the operating system's (``eventlet.patcher.original``) in a patched process.
+Code meant to stay green (the RabbitMQ driver, the API layer) keeps the standard
+modules; ``tests/unit/test_threads_seam.py`` holds the Kafka driver to this module.
 """
 from __future__ import annotations
 

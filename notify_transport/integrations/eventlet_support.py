@@ -1,15 +1,11 @@
 """Keeping blocking I/O off eventlet's hub, for the ``ntkafka`` and ``ntrabbit`` oslo.messaging drivers.
 
-In a monkey-patched service every green thread shares one operating-system thread, so a
-librdkafka call that waits (poll, flush, commit, close) would stop the whole service. Three
-parts, all confined to this integration (the core never imports eventlet), keep it running:
-the Kafka driver's own threads are native (:mod:`notify_transport.drivers.threads`); calls from
-the hub that may wait cross over through ``eventlet.tpool`` (:class:`Offload`); and records that
-native threads log are emitted by a green thread on the hub (:class:`NativeLogBridge`), because
-eventlet greens the logging handlers' locks. The RabbitMQ driver stays green instead (see
-:mod:`notify_transport.integrations.oslo_rabbit`). tpool has ``EVENTLET_THREADPOOL_SIZE``
-threads, and each polling listener or waiting RPC call holds one. The contributor guide's
-section "Threads under eventlet" gives the reasons and the limits.
+Under monkey patching a librdkafka call that waits would stop every green thread. The
+Kafka driver's threads are native (:mod:`notify_transport.drivers.threads`), hub calls
+that may wait go through ``eventlet.tpool`` (:class:`Offload`), and native threads' log
+records are emitted on the hub (:class:`NativeLogBridge`) since the handlers' locks are
+green. Each polling listener or waiting call holds one of the ``EVENTLET_THREADPOOL_SIZE``
+tpool threads; the contributor guide's "Threads under eventlet" gives the limits.
 """
 from __future__ import annotations
 

@@ -1,34 +1,13 @@
-"""notify-transport's Kafka driver as an oslo.messaging driver, under the scheme ``ntkafka``.
+"""notify-transport's Kafka driver inside oslo.messaging, under the scheme ``ntkafka``.
 
-A service that keeps using oslo.messaging switches to this project's Kafka
-driver by changing only the scheme of its notification transport URL::
-
-    [oslo_messaging_notifications]
-    transport_url = ntkafka://kafka1:9092,kafka2:9092/prod
-
-and gets its fixes: the vhost on the listening side too, delivery reports
-(failed deliveries logged and counted, never silently dropped), listeners that
-do not miss what is sent right after ``start()``, idempotent sends.
-
-The class below is registered in the ``oslo.messaging.drivers`` entry point
-namespace. It wraps :class:`~notify_transport.drivers.kafka.driver.KafkaDriver`:
-
-* options come from the service's configuration, ``[oslo_messaging_kafka]``
-  (oslo's own Kafka options, same names and meanings, plus ours), and the URL
-  query overrides them, as with ``kafka://``;
-* listener options of the driver (its delivery modes) are given in the URL
-  query as ``listener.<name>=<value>``; values ``true``/``false`` and numbers
-  are converted, the rest passed as strings, and the driver rejects a name it
-  does not know when a listener is created;
-* RPC is not carried: ``send`` and ``listen`` raise ``NotImplementedError``,
-  as oslo's own Kafka driver does;
-* in an eventlet-monkey-patched process (eventlet or threading executor) the
-  Kafka driver runs on native threads and every call into it that may wait
-  goes through ``eventlet.tpool``, so no librdkafka call blocks the hub; see
-  :mod:`notify_transport.integrations.eventlet_support`.
-
-Importing this module needs oslo.messaging; nothing else in notify-transport
-imports it.
+A service keeps oslo.messaging and changes only the scheme of its notification URL
+(``ntkafka://kafka1:9092,kafka2:9092/prod``) to get this driver's fixes: the vhost on
+the listening side, delivery reports, listeners that read what is sent right after
+``start()``, idempotent sends. Options come from ``[oslo_messaging_kafka]`` with the
+URL query over them; RPC raises ``NotImplementedError`` as oslo's Kafka driver does.
+Under eventlet every call that may wait in librdkafka goes through ``eventlet.tpool``
+(:mod:`notify_transport.integrations.eventlet_support`). Only this module imports
+oslo.messaging.
 """
 from __future__ import annotations
 
@@ -132,21 +111,12 @@ class OsloNotification(oslo_base.IncomingMessage):
 
 
 class NotificationPollListener(oslo_base.PollStyleListener):
-    """oslo's poll-style listener over one of our (already started) listeners.
+    """oslo's poll-style listener over one of our started listeners.
 
-    ``wrap`` turns each of our messages into the one oslo's server handles
-    (:class:`OsloNotification` by default; the ``ntrabbit`` driver's RPC
-    listeners give their own, which can reply).
-
-    ``poll`` follows oslo's contract: it returns as soon as ``batch_size``
-    messages are there, or once at least one is there and ``batch_timeout``
-    (counted from the first) ran out, or when ``timeout`` passes without any,
-    or on ``stop()`` with what it has. It never raises: errors are logged
-    (rate-limited) and polling goes on.
-
-    Every call into the Kafka listener goes through ``offload`` (tpool under
-    eventlet, one poll slice at a time); the loop itself and its stop flag stay
-    with the caller.
+    ``poll`` keeps oslo's contract (a full batch, a batch whose ``batch_timeout`` ran out,
+    nothing after ``timeout``, or what it has on ``stop()``) and never raises: errors are
+    logged, rate-limited. Calls into the listener go through ``offload`` one poll slice at
+    a time (tpool under eventlet); ``wrap`` makes each message the one oslo's server handles.
     """
 
     def __init__(self, listener: Listener, on_cleanup: Any = None, offload: Offload | None = None,

@@ -1,43 +1,12 @@
-"""notify-transport's RabbitMQ driver as an oslo.messaging driver, under the scheme ``ntrabbit``.
+"""notify-transport's RabbitMQ driver inside oslo.messaging, under the scheme ``ntrabbit``.
 
-A service that keeps using oslo.messaging moves its RPC (and, if it wants,
-its notifications) to this project's RabbitMQ driver by changing only the
-scheme of its transport URL::
-
-    [DEFAULT]
-    transport_url = ntrabbit://openstack:secret@rabbit1:5672,openstack:secret@rabbit2:5672/
-
-On the wire nothing changes: exchanges, queues, bindings, message envelopes,
-reply queues and serialised exceptions are those of oslo.messaging's
-``rabbit`` driver, so services on ``rabbit://`` and on ``ntrabbit://`` call,
-cast, fanout and notify each other (a rolling upgrade moves one service at a
-time).
-
-The class below is registered in the ``oslo.messaging.drivers`` entry point
-namespace. It wraps :class:`~notify_transport.drivers.rabbit.driver.RabbitDriver`
-through its driver interface (``send``, ``listen``, ``send_notification``,
-``listen_for_notifications``, ``flush``, ``cleanup``):
-
-* options come from the service's configuration, ``[oslo_messaging_rabbit]``
-  (oslo's own rabbit options, same names and meanings, plus ours), and the
-  URL query overrides them, as with ``rabbit://``; what is accepted but not
-  acted on is listed in the migration guide;
-* our exceptions become oslo.messaging's (``MessagingTimeout``,
-  ``MessageDeliveryFailure``, ``MessageUndeliverable``, ``RemoteError``...);
-  an exception an endpoint raised comes back as oslo does it, the original
-  class when its module is allowed (``allowed_remote_exmods``), so an oslo
-  caller catches the same classes;
-* in an eventlet-monkey-patched process the RabbitMQ driver stays green, as
-  oslo's own kombu-based driver does: its I/O loops are green threads waiting
-  in eventlet's ``select`` on non-blocking sockets, so every wait gives the
-  hub a turn, and calls run where they are made. (Unlike ``ntkafka``'s
-  librdkafka, whose calls block, pika is pure Python; and pika's resolver
-  timer and loop lock, green in a patched process, rule out native I/O
-  threads: see :mod:`notify_transport.integrations.eventlet_support`.) Call
-  it from green threads there, as one calls oslo's drivers.
-
-Importing this module needs oslo.messaging; nothing else in notify-transport
-imports it.
+Only the URL's scheme changes: exchanges, queues, envelopes and serialised exceptions
+stay those of oslo's ``rabbit`` driver, so services on either scheme talk to each
+other during a rolling upgrade. Options come from ``[oslo_messaging_rabbit]`` with the
+URL query over them; our exceptions become oslo's. Under eventlet the driver stays
+green, as oslo's kombu driver does: pika is pure Python, and its timer and loop lock
+are green in a patched process (:mod:`notify_transport.integrations.eventlet_support`).
+Only this module imports oslo.messaging; ``doc/source/migration.rst`` is the guide.
 """
 from __future__ import annotations
 

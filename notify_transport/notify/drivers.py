@@ -163,22 +163,10 @@ class NoOpDriver(Driver):
 class RoutingDriver(Driver):
     """Sends each notification to the drivers its event type and priority are routed to.
 
-    ``[oslo_messaging_notifications] routing_config`` names a YAML file of
-    groups, as oslo.messaging's routing driver reads it::
-
-        group_1:
-          messagingv2:
-            accepted_events: [compute.instance.create.*]
-            accepted_priorities: [info, error]
-          log:
-            accepted_priorities: [error]
-
-    A driver gets a notification when, in some group, each rule given for it
-    matches (``fnmatch`` patterns; priorities compared in lower case); a
-    driver listed without rules gets everything. The file is read when the
-    notifier is built (oslo reads it at the first send), so a broken file is an
-    error there rather than in the caller of ``info()``; an empty option
-    routes nothing.
+    ``[oslo_messaging_notifications] routing_config`` names oslo's YAML of groups (driver
+    -> ``accepted_events``/``accepted_priorities``, ``fnmatch`` patterns, priorities in any
+    case; a driver without rules gets everything). The file is read when the notifier is
+    built, so a broken file fails there and not in a caller of ``info()``.
     """
 
     def __init__(self, conf: Any, topics: list[str], transport: Any) -> None:

@@ -107,17 +107,11 @@ def sanitize_context(ctxt: Any) -> Any:
 class Notifier:
     """Publishes notifications at a priority to each configured topic.
 
-    ``driver`` is ``messagingv2`` (oslo's 2.0 envelope), ``messaging`` (no
-    envelope), ``log``, ``test``, ``noop``, ``routing`` or any driver registered
-    under :data:`~notify_transport.notify.drivers.NAMESPACE`; a list sends
-    through several.
-    When it is None the ``[oslo_messaging_notifications] driver`` option
-    decides, and an empty option means notifications are disabled, exactly as
-    in oslo.messaging (a warning says so once).
-
-    Send failures are logged with their cause and never raised to the caller,
-    as in oslo.messaging; asynchronous delivery failures are counted by the
-    transport (``transport.delivery_stats()``) and ``flush()`` waits for them.
+    ``driver`` is a name under :data:`~notify_transport.notify.drivers.NAMESPACE`
+    (``messagingv2``, ``messaging``, ``log``, ``test``, ``noop``, ``routing``...) or a list;
+    None reads ``[oslo_messaging_notifications] driver``, and an empty option disables
+    notifications, as in oslo.messaging. Send failures are logged, never raised; delivery
+    failures are counted by ``transport.delivery_stats()``.
     """
 
     def __init__(self, transport: Any, publisher_id: str | None = None,

@@ -1,22 +1,10 @@
 """Whether a scheduled ``pipeline run --once`` has anything to read, answered without Spark.
 
-Starting a JVM costs seconds; a run every few minutes on a quiet bus mostly
-finds nothing. At the end of every run the pipeline writes the end offsets
-of its last finished micro-batch (from the query's public progress reports)
-to ``CHECKPOINT/last_run.json``. The next ``--once`` run lists the
-subscribed partitions' latest offsets through the driver's
-:class:`~notify_transport.drivers.kafka.cluster.ClusterAdmin` and starts
-Spark only when some partition has records past them (or the file is
-missing, or the checkpoint is not a local folder).
-
-The file can only lag behind the checkpoint (it is written after the
-batches it describes commit), so a stale file makes a run start Spark, never
-skip records.
-
-The same count sizes the run that does start (a small one starts its JVM
-sooner, see :func:`~notify_transport.pipeline.session.small_run`); a run
-without a last run to count from is sized by what the partitions hold
-(:func:`held`).
+A JVM costs seconds and a quiet bus mostly has nothing new. Each run writes the end
+offsets of its last finished micro-batch to ``CHECKPOINT/last_run.json``; the next
+``--once`` run starts Spark only when some partition has records past them. The file is
+written after the batches it describes commit, so a stale one starts Spark and never
+skips records. The same count sizes the run that does start (:func:`held`).
 """
 from __future__ import annotations
 

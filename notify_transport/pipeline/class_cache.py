@@ -1,17 +1,10 @@
 """A class-data-sharing archive of the driver JVM's classes, so a local run starts sooner.
 
-Loading and verifying Spark's classes is most of a local run's JVM start-up.
-Java's dynamic CDS (``-XX:ArchiveClassesAtExit``, JDK 13 and later) writes the
-classes a JVM loaded to an archive when it exits, and the next JVM maps them
-(``-XX:SharedArchiveFile``): on the development machine the session and the
-first query start about 2 s sooner. One archive per PySpark installation and
-Java lives in the user's cache (``$XDG_CACHE_HOME/notify-transport/spark-cds``,
-about 150 MB). The first run writes it under a name of its own; a later run
-adopts it once the JVM that wrote it has exited. The JVM checks that an
-archive matches its JDK and class path and ignores it otherwise
-(``-Xshare:auto``), so a stale or partial archive only costs the time it
-would have saved. JVM log lines (such a mismatch) go to stderr, never into the
-command's output.
+Java's dynamic CDS writes the loaded classes at exit (``-XX:ArchiveClassesAtExit``) and
+maps them in the next JVM: about 2 s off a session's start here. One archive per PySpark
+and Java lives in the user's cache (about 150 MB), adopted once the JVM that wrote it
+exited. ``-Xshare:auto`` ignores an archive that does not match, so a stale one only
+costs the time it would have saved.
 """
 from __future__ import annotations
 

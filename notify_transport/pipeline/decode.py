@@ -1,21 +1,11 @@
 """oslo notification envelopes to typed columns: in Python (an Arrow UDF) or in the JVM.
 
-The reference is :func:`notify_transport.drivers.envelope.decode_notification`
-(``messagingv2`` and ``messaging``, both context styles), run by
-:func:`decode_batches` inside ``mapInArrow`` so records cross between the JVM
-and Python in Arrow batches. A record that is not a notification keeps its
-coordinates and bytes and gets an ``error`` text instead of a crash;
-:func:`notifications` and :func:`errors` split the two.
-
-:func:`decode` with ``in_jvm`` decodes in the JVM instead, through this
-project's Java UDF (:mod:`.jvm_decoder`): it parses each record once,
-strictly, and decodes what producers send; a record on which Java and
-Python could answer differently (a number Python would write in another
-form, a lone surrogate, keys given twice, ``_context_`` keys, a byte order
-mark, bytes that are not UTF-8, text after the message, nesting deeper than
-the UDF follows, anything it cannot parse) is decoded by the Python
-reference instead, and only those records' bytes cross into Python.
-Property tests compare its rows with the reference's.
+The reference is :func:`notify_transport.drivers.envelope.decode_notification`, run in
+``mapInArrow``; a record that is not a notification keeps its coordinates and gets an
+``error`` instead of failing the job. ``in_jvm`` decodes in this project's Java UDF
+(:mod:`.jvm_decoder`) and sends to the Python reference only the records on which the
+two could differ (number forms, surrogates, repeated keys, ``_context_`` keys, invalid
+UTF-8, deep nesting...); property tests compare the two.
 """
 from __future__ import annotations
 

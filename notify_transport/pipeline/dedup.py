@@ -1,28 +1,13 @@
 """Which copy of a duplicated notification the pipeline keeps, in every run shape.
 
-The rule: of the copies of one ``message_id``, the kept copy is the first
-delivered by broker time (``kafka_timestamp``), ties broken by topic,
-partition and offset, among the copies read in the first micro-batch that
-reads any copy. Copies read in later micro-batches or runs are duplicates:
-archived rows are never rewritten, so a copy read later with an *earlier*
-broker time than the archived one is still dropped; it is counted apart
-(``earlier_duplicates`` in the run summary) and logged.
-
-Micro-batches are cut on broker time (:func:`~.offsets.time_cut`), so the
-first copy by broker time is read in the first batch that reads any copy:
-one uncapped run, a run followed by incremental runs, and a capped catch-up
-interrupted any number of times keep the same copies, hence the same
-archive, lateness and statistics. That holds whenever broker timestamps grow
-with offsets in each partition (``LogAppendTime`` topics, or producers whose
-create times do); an incremental run can otherwise meet a copy created before
-the end of the previous run but appended after it.
-
-The state this needs is the ids kept so far with their broker time: a
-Parquet file per micro-batch under the checkpoint (``dedup/``), written
-before the batch commits and replaced when the batch is replayed; batch
-``N`` reads only files of batches before ``N``. Ids are forgotten after
-``dedup_horizon`` of processing time. Every ``compact_every`` batches the
-files are merged into one (expired ids dropped).
+The first copy by broker time (ties by topic, partition, offset) among those read in
+the first micro-batch that reads any copy; later copies are duplicates, and one with an
+earlier broker time than the archived copy is counted apart (``earlier_duplicates``),
+since archived rows are never rewritten. As micro-batches are cut on broker time, one
+run, incremental runs and interrupted capped runs keep the same copies, provided broker
+times grow with offsets (``LogAppendTime``, or such producers). The kept ids live in a
+Parquet file per batch under the checkpoint (``dedup/``), replaced on replay, forgotten
+after ``dedup_horizon``, and merged every ``compact_every`` batches.
 """
 from __future__ import annotations
 

@@ -1,14 +1,9 @@
 """Delay histograms: percentiles that add up across micro-batches.
 
-A percentile of a window cannot be updated from the percentiles of two
-batches, so the statistics keep, per window and group, a count per delay
-bucket with the smallest and largest delay seen in it. Buckets grow by
-:data:`RATIO` (2 %) from one millisecond, signed for clocks that run ahead;
-a percentile is interpolated between the minimum and maximum of the bucket
-holding it, so it is exact when the bucket holds one value and within 2 %
-otherwise. Summing bucket rows of any set of batches, windows or groups
-gives the histogram of their union: hours, days and the whole period come
-from the same rows.
+Percentiles of batches do not combine, so the statistics keep a count per delay bucket
+with the bucket's smallest and largest delay. Buckets grow by :data:`RATIO` (2 %) from
+one millisecond, signed for clocks that run ahead; a percentile interpolated within its
+bucket is within 2 %, and summing rows of any batches, windows or groups gives their union.
 """
 from __future__ import annotations
 

@@ -1,25 +1,11 @@
 """The pipeline: one streaming query whose micro-batches feed the archive and the statistics.
 
-Kafka is read once per micro-batch. Each micro-batch goes to
-:class:`PipelineBatch`, which deduplicates it by ``message_id`` (:mod:`.dedup`:
-the first copy by broker time is kept, ids are remembered over
-``dedup_horizon`` of processing time, late notifications are never dropped)
-and writes its notifications in the same pass; the statistics are computed
-from the files just written, so the batch is never cached:
-
-- **archive**: the notifications as Parquet partitioned by ``date`` (of the
-  notification timestamp, UTC) and ``event_type``, timestamps as UTC-adjusted
-  ``TIMESTAMP_MICROS``; undecodable records to ``errors/`` with their Kafka
-  coordinates (a second read of the batches that have any).
-- **stats**: partial counts per ``window`` of notification time, event type,
-  publisher, priority and delay bucket (:mod:`.delays`), which add up across
-  batches (:mod:`.stats_files`). A notification more than ``lateness``
-  behind its own partition's progress is counted as late, apart from the
-  windows (:mod:`.lateness`): the numbers do not depend on batch sizes,
-  restarts or partition skew.
-
-Writes are idempotent per micro-batch (:mod:`.sink`), which with the
-checkpoint makes both outputs exactly once across restarts.
+Each micro-batch is deduplicated (:mod:`.dedup`) and written once: notifications to the
+archive (Parquet by ``date`` and ``event_type``), undecodable records to ``errors/``;
+the statistics (partial counts per window, event type, publisher, priority and delay
+bucket, which add up: :mod:`.stats_files`) come from the files just written, so the
+batch is never cached. Lateness is judged per partition (:mod:`.lateness`). Writes are
+idempotent per batch (:mod:`.sink`): with the checkpoint, both outputs are exactly once.
 """
 from __future__ import annotations
 

@@ -1,16 +1,10 @@
 """Lateness judged against each Kafka partition's own progress.
 
-One event-time watermark over all partitions drops on-time notifications of
-the partitions a capped micro-batch advanced least. Here a notification is
-late when its timestamp is more than ``lateness`` behind the newest
-timestamp among the records *before it in its own partition*, whatever
-batch they were read in. That makes the verdict independent of batch sizes,
-restarts and partition skew: the same offsets give the same answer.
-
-The progress carried between batches (newest timestamp per partition) is a
-small JSON file per micro-batch next to the query's checkpoint, written
-before the batch commits; batch ``N`` reads the newest file of a batch
-before ``N``, so a replayed batch sees what its first attempt saw.
+A notification is late when it is more than ``lateness`` behind the newest timestamp
+before it in its own partition, whatever batch that was read in: one watermark over all
+partitions would drop on-time records of the partitions a capped batch advanced least.
+The newest timestamp per partition is a small JSON file per batch beside the checkpoint,
+written before the batch commits, so a replayed batch judges as its first attempt did.
 """
 from __future__ import annotations
 

@@ -89,16 +89,11 @@ def time_cut(start: Mapping[Partition, int], latest: Mapping[Partition, int],
              offsets_at: Callable[[int], Mapping[Partition, int]]) -> Offsets:
     """End offsets of a capped micro-batch, cut on broker time.
 
-    ``offsets_at(t)`` gives per partition the first offset whose broker
-    timestamp is at or after ``t`` milliseconds (-1 when none is, as Kafka's
-    ListOffsets answers). The batch admits, in every partition, the records
-    before the cut time ``T``: the latest ``T`` whose batch holds at most
-    ``max_records``. Batches cut this way hold the records in broker-time order
-    across partitions, so the first copy of a duplicate (by broker time) is
-    read in the first batch that reads any copy, however the run is capped.
-    When more than ``max_records`` records share the first broker millisecond,
-    the batch takes that whole millisecond (it exceeds the cap rather than
-    splitting a tie). ``start`` must hold every partition of ``latest``.
+    ``offsets_at(t)`` answers as Kafka's ListOffsets (per partition the first offset at or
+    after ``t`` ms, -1 for none). The batch admits, in every partition, the records before
+    the latest cut time whose batch holds at most ``max_records``, so batches follow broker
+    time across partitions; a first millisecond holding more is taken whole rather than split.
+    ``start`` must hold every partition of ``latest``.
     """
     missing = [tp for tp in latest if tp not in start]
     if missing:

@@ -1,14 +1,9 @@
 """The Kafka DataFrame of the pipeline, from ``notify_kafka`` or Spark's own ``kafka`` format.
 
-Both formats give the same columns and take the same subscription and offset
-options; with ``fmt="auto"`` :func:`choose_format` picks the Python data source
-for a run known to be small and Spark's JVM connector otherwise, when it is on
-the classpath.
-
-A streaming pipeline admits the same records per micro-batch on both: the
-``notify_kafka`` source plans every micro-batch (cut on broker time when
-capped), and with the connector :func:`planned_ranges` streams that plan
-while :func:`read_ranges` reads each batch's ranges with the connector.
+Both give the same columns and options; :func:`choose_format` picks the Python source
+for a small run and the connector otherwise, when it is there. Both admit the same
+records per micro-batch: ``notify_kafka`` plans each batch and, with the connector,
+:func:`planned_ranges` streams that plan while :func:`read_ranges` reads it.
 """
 from __future__ import annotations
 

@@ -1,33 +1,11 @@
-"""The HTML report: charts (PNG) and tables from the pipeline's Parquet outputs.
+"""The HTML report: charts and tables from the pipeline's Parquet outputs, without Spark.
 
-Built with pyarrow, pandas, matplotlib and Jinja2 (autoescaping: every name
-that came from a notification is escaped), so it runs without Spark and
-opens in a browser without a server. It reads the statistics (partial
-counts, small) whole; from the archive only the partition columns and from
-the errors only their coordinates, never the notifications themselves.
-
-Everything on the page covers the same period, the whole of the
-statistics: the overview per time bucket (sized to the period, from a
-minute to a day: :func:`period_bucket`), the top event types and
-publishers, the delays (p50 and p95, in human units) and the archive per
-date. The per-window table is collapsed.
-
-The page is one file: each chart is a PNG inside it (a ``data:`` URI), so
-``index.html`` mailed alone keeps them. A chart is drawn from the same frame
-as the table beside it, and its series are also on its ``<figure>``
-(``data-series``), so that a program can check that they agree.
-
-A notification stamped after its broker time (the sender's clock ahead of
-the broker's) has a negative delay: such delays count as zero in every
-percentile, and the page says how many there were (``skewed``).
-
-The page names its source: the cluster and subscription of the run
-(``source.json``, written by ``pipeline run`` beside the outputs) and the
-vhosts and topics the archive holds.
-
-Every number in a table cell carries ``data-table``, ``data-key`` and
-``data-metric`` attributes, with the exact value in ``data-value``, so the
-page can be checked by a program as well as read.
+It reads the small statistics whole and, from the archive and the errors, only
+partition columns and coordinates. The page is one file (charts are ``data:`` PNGs)
+and covers one period, the statistics' whole; names from notifications are escaped by
+Jinja2. Negative delays (a sender's clock ahead of the broker's) count as zero and are
+counted apart. Charts carry their series (``data-series``) and table cells their exact
+values (``data-value``), so a program can check that the page agrees with itself.
 """
 from __future__ import annotations
 

@@ -170,16 +170,10 @@ def build_session(master: str | None = None, app_name: str = "notify-transport-p
                   jvm_decoder: bool = True, quick_start: bool = False, jvm_log: Path | None = None):
     """Return the pipeline's SparkSession (reusing a running one) with ``notify_kafka`` registered.
 
-    ``class_cache``: a local driver JVM uses (or writes) the class-data-sharing
-    archive of :mod:`.class_cache`, unless ``extra_conf`` sets the driver's Java options.
-    ``kafka_connector``: Spark's Kafka connector joins ``spark.jars`` when the
-    set-up fetched it (:mod:`.connector`), on a local master and on a cluster alike.
-    ``jvm_decoder``: so does the jar of the decoder in the JVM (:mod:`.jvm_decoder`),
-    compiled the first time when a JDK is there.
-    ``quick_start``: the driver JVM compiles with C1 only (:data:`QUICK_START`), for
-    a run known to be small (:func:`small_run`); a long or large run wants C2.
-    ``jvm_log``: the file the driver JVM's own stderr goes to (:func:`stderr_of_children`),
-    when this call starts it; None leaves it on this process's stderr.
+    ``class_cache`` uses the CDS archive of :mod:`.class_cache` (unless ``extra_conf`` sets
+    the driver's Java options); ``kafka_connector`` and ``jvm_decoder`` add their jars to
+    ``spark.jars`` when present; ``quick_start`` compiles with C1 only (:data:`QUICK_START`),
+    for a small run; ``jvm_log`` takes the driver JVM's stderr when this call starts it.
     """
     from pyspark.sql import SparkSession
 
@@ -276,14 +270,10 @@ def _imported_batches(batches: Iterator) -> Iterator:
 def warm_up(spark, reads_in_python: bool = True) -> threading.Thread:
     """Start Spark's Python processes for the run's read now, in a background thread.
 
-    A run's critical path otherwise starts them one after the other while the
-    second core idles; started here they are ready by the time the query needs
-    them. A ``notify_kafka`` read (``reads_in_python``) needs its planner and
-    its readers' workers; Spark's connector reads in the JVM and needs only the
-    workers of the decoder's Arrow UDF, which a small Arrow map starts (its
-    workers stay for the query, Spark reusing them). Failures are only logged:
-    the query starts what it needs itself. Join the thread before stopping the
-    session.
+    Otherwise the query starts them one after the other while the second core idles. A
+    ``notify_kafka`` read needs its planner and readers; the connector only the decoder's
+    Arrow UDF workers. Failures are only logged (the query starts what it needs); join the
+    thread before stopping the session.
     """
     count = read_tasks(spark)
     tasks = str(count)

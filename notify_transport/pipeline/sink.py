@@ -1,15 +1,10 @@
 """Idempotent Parquet writes of a micro-batch, keyed on its batch id.
 
-Spark replays an unfinished micro-batch after a restart with the same batch
-id and the same offsets. :class:`BatchParquetWriter` makes that replay
-replace, not add to, what the first attempt wrote: every file of batch ``N``
-is named ``batch-N-...``, and writing batch ``N`` first deletes such files.
-Data is written to ``_staging/`` and then renamed into the partition folders,
-so readers (Spark, pyarrow, pandas) only see whole files; folders starting
-with ``_`` are ignored by all of them.
-
-File operations go through Hadoop's FileSystem API, so the output may be a
-local folder, HDFS or an object store, as for any Spark job.
+Spark replays an unfinished micro-batch with the same id and offsets; every file of
+batch ``N`` is named ``batch-N-...`` and writing batch ``N`` first deletes such files,
+so a replay replaces what the first attempt wrote. Files are written under ``_staging/``
+and renamed into place, so readers see whole files. Hadoop's FileSystem API does the
+file work: local folders, HDFS and object stores alike.
 """
 from __future__ import annotations
 

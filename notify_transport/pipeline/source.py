@@ -1,49 +1,14 @@
 """``notify_kafka``: a PySpark Python data source reading Kafka through confluent-kafka.
 
-Spark's JVM Kafka connector is not always on the classpath (it cannot be
-downloaded here), so this source gives the same columns (key, value, topic,
-partition, offset, timestamp, timestampType) from Python, batch and streaming:
-
-- at most ``readerTasks`` Spark input partitions (default 2; the pipeline
-  passes Spark's default parallelism), each reading the explicit
-  ``[start, end)`` offset ranges of several Kafka partitions with one
-  client of the driver's :class:`~notify_transport.reading.RangeReader`
-  (assigned: no group, no commit), so the read cost does not grow with the
-  number of partitions; a Python worker keeps its clients between
-  micro-batches;
-- the streaming offset is ``{"topic": {"partition": next_offset}}``, kept in
-  Spark's checkpoint, so a restarted query replays an unfinished micro-batch
-  exactly and continues after the last finished one;
-- ``maxOffsetsPerTrigger`` caps each micro-batch through Spark's admission
-  control, cut on broker time (:func:`~.offsets.time_cut`): a capped batch
-  holds every record before a broker time in every partition, so capped runs
-  read records in the same broker-time order as an uncapped one;
-- ``Trigger.AvailableNow`` reads what exists when the query starts and stops;
-- records come out as Arrow record batches.
-
-Options (names of Spark's Kafka source where one exists):
-``kafka.bootstrap.servers`` and any other ``kafka.<librdkafka property>``, or
-``transport_url`` (a ``kafka://`` URL, SASL/SSL from it and its query);
-``subscribe`` (comma-separated topics) or ``subscribePattern`` (regex);
-``startingOffsets`` (``earliest``/``latest``/JSON; streaming default latest,
-batch default earliest); ``endingOffsets`` (batch; default latest);
-``maxOffsetsPerTrigger`` (alias ``maxRecordsPerTrigger``); ``failOnDataLoss``
-(default true); ``kafkaConsumer.pollTimeoutMs`` (default 120000);
-``metadataTimeoutMs`` (default 30000); ``arrowBatchSize`` (default 10000);
-``readerTasks`` (default 2).
-
-With ``decode`` true the source gives the decoded columns of
-:data:`notify_transport.pipeline.decode.DECODED_SCHEMA` instead, decoding in
-the same Python worker that read the records (``baseTopics``: the notifier
-topics, comma-separated; ``decodePayload``: false leaves ``payload`` null).
-That saves the records a trip from Python to the JVM and back into a
-decoding UDF: the pipeline reads this way.
-
-With ``plannedRanges`` true a streaming read gives, instead of records, the
-offset ranges each micro-batch admits (:data:`RANGES_SCHEMA`, one row per
-partition): the pipeline hands them to Spark's own connector as a batch
-read, so both readers cut every micro-batch the same way (by broker time)
-and Spark's checkpoint still keeps the progress.
+It gives the columns of Spark's own Kafka source, batch and streaming, where that
+connector's jars are missing. Each input partition reads explicit ``[start, end)``
+ranges of several Kafka partitions with one kept :class:`~notify_transport.reading.RangeReader`
+(no group, no commit), so the cost does not grow with the partition count. The
+streaming offset lives in Spark's checkpoint (a replayed micro-batch reads the same
+records), and a capped micro-batch is cut on broker time (:func:`~.offsets.time_cut`),
+so capped and uncapped runs read in the same order. ``decode`` decodes in the worker
+that read the records; ``plannedRanges`` streams only each batch's ranges, for
+Spark's connector to read. The options are listed in ``doc/source/pipeline.rst``.
 """
 from __future__ import annotations
 

@@ -1,18 +1,11 @@
 """A Spark home for local sessions whose Python workers import the installed PySpark.
 
-PySpark from pip carries Spark's own layout inside the package, down to
-``python/lib/pyspark.zip``, and Spark puts that zip first on the
-``PYTHONPATH`` of every Python process it starts. Python keeps no compiled
-bytecode for a zip, so each of those processes compiles PySpark from source:
-here 1.9 s to import ``pyspark.worker`` from the zip against 0.4 s from the
-installed package, paid by the data-source lookup Spark runs once per
-session and by each worker daemon. :func:`prepared` makes, once, a folder in
-the user's cache that links to everything of the package's Spark layout
-except ``python/lib``; a local session started with it as ``SPARK_HOME``
-runs the same Spark, and its Python processes import the package as the
-driver does. Spark then also skips its search of installed ``pyspark_*``
-packages for data sources (it needs the zips): the pipeline registers the
-ones it reads explicitly.
+Spark puts the package's ``python/lib/pyspark.zip`` first on every worker's path, and
+Python caches no bytecode for a zip: each worker compiled PySpark (1.9 s against 0.4 s
+here). :func:`prepared` links, once, everything of the package's Spark layout but
+``python/lib`` into the user's cache; with it as ``SPARK_HOME`` workers import the
+installed package. Spark then skips its ``pyspark_*`` data source search, so the
+pipeline registers its sources itself.
 """
 from __future__ import annotations
 

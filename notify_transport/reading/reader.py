@@ -139,17 +139,11 @@ def _partitions(partitions: Iterable[Partition]) -> list[TopicPartition]:
 class Reader(_OwnsConsumer):
     """Partitions read by one client without a consumer group, each from its own offset.
 
-    :meth:`open` (or :meth:`assign` with explicit offsets) adds partitions or
-    moves them. A partition given an end offset is finished once read up to
-    it, or once the broker reports its end (librdkafka's partition EOF);
-    records at or past the end are not returned, and :attr:`finished` says
-    when every partition is done. :meth:`receive` returns what arrived, in
-    offset order per partition.
-
-    ``error_cb`` gets the client's errors (brokers down, ...); ``on_error``
-    the record errors that are not fatal (default: a topic or partition that
-    does not exist is raised, the rest logged). Fatal errors are raised as
-    :class:`~notify_transport.exceptions.MessagingException`. ``logger`` gets librdkafka's own log lines.
+    :meth:`open` or :meth:`assign` adds or moves partitions; one with an end offset is
+    finished at that offset or at the broker's partition EOF (:attr:`finished`), and
+    :meth:`receive` returns records in offset order per partition. ``error_cb`` gets client
+    errors, ``on_error`` record errors (by default a missing topic or partition raises, the
+    rest is logged); fatal errors raise :class:`~notify_transport.exceptions.MessagingException`.
     """
 
     def __init__(self, config: Mapping[str, Any], name: str = "reader", timeout: float = 10.0,

@@ -1,15 +1,10 @@
 """Apache Kafka (KRaft) for tests, benchmarks and the demo: one node, or a cluster of three.
 
-The broker of record: what operators of an OpenStack notification bus run. Its
-jars come from Maven Central through :mod:`notify_transport.jvm` (fetched by the
-set-up, or here on first use), and each node runs as ``java kafka.Kafka`` in its
-own process group on free loopback ports, formatted once with
-``kafka.tools.StorageTool``. Every node is a broker and a controller of a static
-quorum; a three-node cluster replicates each topic three times and refuses
-writes that fewer than two replicas hold (``min.insync.replicas=2``), as a
-production cluster does. Nodes can be stopped, SIGKILLed and restarted one at a
-time; their logs stay in :attr:`ApacheKafka.base_dir` until :meth:`close`
-(``keep_logs=True`` keeps them for a failing test).
+The broker of record, from Maven Central jars (:mod:`notify_transport.jvm`), each node a
+``java kafka.Kafka`` process group on free loopback ports, broker and controller of a
+static quorum. Three nodes replicate each topic three times with
+``min.insync.replicas=2``, as production does. Nodes stop, die and restart one at a time;
+logs stay in :attr:`ApacheKafka.base_dir` until :meth:`close` (``keep_logs`` keeps them).
 """
 from __future__ import annotations
 

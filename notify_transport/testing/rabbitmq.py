@@ -1,19 +1,9 @@
-"""RabbitMQ nodes of our own on loopback, alone or joined into a cluster, beside the machine's broker.
+"""RabbitMQ nodes of our own on loopback, alone or clustered, beside the machine's broker.
 
-Each :class:`RabbitNode` is the installed ``rabbitmq-server`` run in the
-foreground as a child process in its own process group, with a node name,
-AMQP port, distribution port, data and log directories of its own and no
-plugins. The nodes of a :class:`RabbitCluster` share an Erlang cookie in the
-cluster's directory (``HOME`` for the server and for ``rabbitmqctl``), so the
-machine's own node (``rabbit@<host>`` on 127.0.0.1:5672, which other tests
-use) is never addressed, stopped or joined::
-
-    with RabbitCluster(3) as cluster:
-        url = cluster.url("ntrabbit")     # ntrabbit://guest:guest@127.0.0.1:P1,...,...:P3/
-        cluster.node(0).kill()            # SIGKILL its Erlang VM
-        cluster.restart(0)                # back, and returns once the cluster is whole again
-
-Needs RabbitMQ installed (``scripts/rabbitmq.sh`` does it).
+Each :class:`RabbitNode` runs the installed ``rabbitmq-server`` in its own process
+group with its own name, ports and directories; a :class:`RabbitCluster`'s nodes share
+a cookie in the cluster's ``HOME``, so the machine's node on 127.0.0.1:5672 is never
+touched. ``scripts/rabbitmq.sh`` installs RabbitMQ.
 """
 from __future__ import annotations
 

@@ -205,3 +205,17 @@ def test_tox_envs() -> None:
     assert "etc/notify-transport-config-generator.conf" in parser.get("testenv:genconfig", "commands")
     assert "tests/functional" in parser.get("testenv:functional", "commands")
     assert "tests/spark" in parser.get("testenv:spark", "commands")
+
+
+def test_notify_kafka_options_table_lists_what_the_source_reads() -> None:
+    """The pipeline page's table of ``notify_kafka`` options: each one the source reads, no other."""
+    page = (DOC / "pipeline.rst").read_text()
+    section = page.split("The ``notify_kafka`` data source\n", 1)[1].split("\nSpeed\n", 1)[0]
+    rows = re.findall(r"^   \* - (.+)$", section, re.MULTILINE)[1:]  # the header row names the columns
+    documented = {name.lower() for row in rows for name in re.findall(r"``([A-Za-z.<>]+)``", row)}
+    documented -= {"kafka.bootstrap.servers", "kafka.<property>"}  # the ``kafka.`` prefix, read apart
+    source = (ROOT / "notify_transport" / "pipeline" / "source.py").read_text()
+    read = set(re.findall(r"""opts(?:\.get\(|\[)"([a-z.]+)\"""", source))
+    assert documented == read, (f"documented only: {sorted(documented - read)}; "
+                                f"read only: {sorted(read - documented)}")
+    assert 'k.startswith("kafka.")' in source

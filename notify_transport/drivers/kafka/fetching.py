@@ -47,14 +47,10 @@ class Fetcher:
     def _take_rest(self, consumer: confluent_kafka.Consumer, first: Message, limit: int) -> list[Message]:
         """``first`` and up to ``limit - 1`` records more, without waiting.
 
-        ``consume()`` serves the rebalance callbacks before it returns records
-        (and drops those of a revoked assignment), but ``first`` came from an
-        earlier call. If its partition was revoked or lost in between, it
-        belongs to the old assignment: handed out, it would be dispatched a
-        second time beside its next owner, and its commit could move that
-        owner's committed offset back. It is left out; nothing committed it, so
-        the partition's next reader (this listener again, perhaps) reads it from
-        the committed offset.
+        ``first`` came from an earlier ``consume()``; if its partition was revoked since, it
+        belongs to the old assignment, and handing it out would dispatch it twice and could
+        move the next owner's commit back. It is left out uncommitted: the next reader reads
+        it from the committed offset.
         """
         with self.membership.watching() as gone:
             rest = consumer.consume(limit - 1, 0)

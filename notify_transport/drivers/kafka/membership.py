@@ -116,15 +116,11 @@ class GroupMembership:
     def joined_without_partitions(self, consumer: confluent_kafka.Consumer) -> bool:
         """KIP-848: whether the group took this member in and has nothing for it.
 
-        librdkafka calls no rebalance callback for an empty assignment under the
-        consumer protocol, so a listener joining a pool whose partitions are all
-        held would otherwise wait for its whole start timeout. A stable group
-        that lists this member and gives it no partition means it is in, provided
-        every partition of its topics has a committed offset: only then is a
-        notification sent once start() returned read by the pool, whoever gets the
-        partition later. A partition without one (its owner died before storing its
-        start position, or the group has not handed the topic out yet) would be read
-        from its end at assignment, after what was sent meanwhile: keep waiting.
+        Under the consumer protocol librdkafka calls no callback for an empty assignment, so
+        a member of a full pool would wait out its start timeout. A stable group listing this
+        member with no partition for it means it is in, but only once every partition of its
+        topics has a committed offset; one without would be read from its end later, after
+        what was sent meanwhile, so it keeps waiting.
         """
         if self._admin is None:
             return False
@@ -297,21 +293,12 @@ class GroupMembership:
     def leave(self, consumer: confluent_kafka.Consumer) -> None:
         """Unsubscribe and serve the hand-back here, so that ``close()`` finds nothing to revoke.
 
-        librdkafka can block forever in a close that serves a rebalance: the
-        assignment it makes from that callback waits for a group already
-        terminating (librdkafka #4884, open in 2.16). Leaving the group first,
-        while the consumer is still open, runs the revoke (and any assignment
-        that was on its way) through the callbacks the usual way. Records taken
-        meanwhile are dropped uncommitted: the partitions' next owner reads them.
-
-        A static member does not leave: librdkafka sends a LeaveGroup on
-        unsubscribe() even for one (not on close()), and the group would then
-        move its partitions to the members still running, which are perhaps
-        stopping too and committing their last offsets: a broker may refuse
-        those commits once the group has moved on. Kept in the group, its
-        partitions wait for the member with its ``group.instance.id`` (a
-        restarted worker takes them back at once) or for its session to time
-        out, as KIP-345 intends. Its close() revokes them locally.
+        A close that serves a rebalance can block forever in librdkafka (#4884); leaving
+        first, with the consumer open, runs the revoke through the usual callbacks. Records
+        taken meanwhile are dropped uncommitted, for the next owner. A static member does not
+        leave (unsubscribe() would send a LeaveGroup and move its partitions to members that
+        may be stopping too): its partitions wait for its ``group.instance.id``, as KIP-345
+        intends, and close() revokes them locally.
         """
         if self._static:
             return

@@ -143,17 +143,10 @@ class _Client:
     def held(self) -> int:
         """What the client holds: messages, and callbacks waiting for a poll.
 
-        ``len()`` is librdkafka's out-queue length: the messages not yet
-        confirmed or failed (one whose delivery callback is running included),
-        plus the delivery reports, errors, log lines and statistics waiting to
-        be served. With a broker down, connection errors queue up there;
-        :meth:`messages` serves them first. Our own count (:meth:`ours`) is an
-        upper bound too, but with failure-only reports a confirmed message is
-        never counted out of it. The smallest of those two and the queue bound
-        is returned, so neither an error event nor a send being refused is
-        taken for a message, and a message whose callback runs is counted once,
-        not twice (each of those made the count exceed the queue bound while a
-        broker was down).
+        The smallest of librdkafka's out-queue length (which also counts queued error events
+        and reports), our own count (an upper bound with failure-only reports) and the queue
+        bound: neither an error event nor a refused send is taken for a message, and a message
+        whose callback runs is counted once.
         """
         try:
             length = len(self.client) if self.client is not None else 0

@@ -1,18 +1,11 @@
 """One AMQP connection driven by its own I/O thread, reconnecting by itself.
 
-pika is not thread-safe: the connection is pika's ``SelectConnection`` on a
-:class:`~notify_transport.drivers.rabbit.ioloop.LendingIOLoop` given as pika's
-documented ``custom_ioloop``. Another thread hands work over with
-:meth:`RabbitConnection.call_soon` or, when the loop's lock is free, runs it
-itself (:meth:`RabbitConnection.try_run_locked`,
-:meth:`RabbitConnection.read_while_waiting`); application callbacks run after
-the lock is let go. Methods named ``io_*`` run on the I/O thread or under the
-lock. Without ``epoll`` it is pika's own ``IOLoop``.
-
-Each :class:`ChannelUser` gets a channel, opened again after every reconnect.
-A lost connection is retried forever (each host in turn, then rounds spaced by
-the retry options). A refused login is remembered as :attr:`fatal_error` so
-operations fail at once while reconnecting goes on.
+pika is not thread-safe: the connection runs on a
+:class:`~notify_transport.drivers.rabbit.ioloop.LendingIOLoop`, and other threads hand
+it work (:meth:`RabbitConnection.call_soon`) or do it under the loop's lock when it is
+free; ``io_*`` methods run on the I/O thread or under the lock. Each
+:class:`ChannelUser` gets its channel back after a reconnect. A refused login is kept
+as :attr:`fatal_error`, so operations fail at once while reconnecting goes on.
 """
 from __future__ import annotations
 

@@ -1,36 +1,15 @@
 """An I/O loop for pika's ``SelectConnection`` that lends itself to the threads waiting on it.
 
-pika lets an application bring its own loop: ``SelectConnection(...,
-custom_ioloop=loop)`` takes an object with the interface of pika's
-``pika.adapters.select_connection.IOLoop`` (``READ``/``WRITE``/``ERROR``,
-``add_handler``, ``update_handler``, ``remove_handler``, ``call_later``,
-``remove_timeout``, ``add_callback_threadsafe``, ``start``, ``stop``,
-``close``). pika wraps it in its own I/O services and uses its own socket
-transport and connector on it; nothing of pika's is replaced or touched but
-the handlers pika gives the loop. :class:`LendingIOLoop` is such a loop, on
-``select.epoll``, with one difference from pika's own: it runs under a lock
-that it releases only while it waits in ``epoll``, so that another thread may
-take the lock and do the loop's work itself instead of waking the loop's
-thread and waiting for it (each such hand-off costs a wake-up and a switch of
-the GIL):
-
-* :meth:`LendingIOLoop.lent` runs a block under the lock, as the loop's
-  thread would run it (e.g. ``basic_publish``); data that pika buffered for
-  the socket during the block is sent before the lock is released (pika's
-  write handler is called, as the loop would once the socket is writable)
-  rather than one ``epoll`` round later.
-* :meth:`LendingIOLoop.read_while` lets a thread that waits for something
-  the socket will bring (a confirm, a reply, a request) read the socket
-  itself, through pika's read handler, while the loop leaves reading to it.
-* :meth:`LendingIOLoop.call_unlocked` defers a callback (e.g. the sender's
-  ``on_done``) until the thread that holds the lock has let go of it, so
-  that the application's code never runs with every connection's I/O held.
-
-The methods that are not thread-safe in pika's ``IOLoop`` (``call_later``,
-``add_handler``, ``update_handler``, ``remove_handler``) raise
-:class:`LoopNotHeld` unless the caller holds the loop. Where ``select.epoll``
-is missing, the connection uses pika's own ``IOLoop`` and hands work to its
-thread instead.
+pika accepts a loop of the application's (``custom_ioloop``) with the interface of its
+own ``IOLoop``; :class:`LendingIOLoop` is one on ``select.epoll`` that holds a lock
+except while it waits in ``epoll``. A thread that takes the lock does the loop's work
+itself instead of waking the loop's thread and waiting for it, which saves a wake-up
+and a GIL switch per hand-off: :meth:`LendingIOLoop.lent` runs a block (a publish) and
+flushes pika's buffered writes before letting go, :meth:`LendingIOLoop.read_while`
+reads the socket for a thread awaiting an answer, and :meth:`LendingIOLoop.call_unlocked`
+keeps application callbacks out of the locked section. pika's calls that are not
+thread-safe raise :class:`LoopNotHeld` without the lock. Without ``epoll`` the
+connection uses pika's own loop.
 """
 from __future__ import annotations
 
@@ -384,20 +363,13 @@ class LendingIOLoop:
 
     def read_while(self, done: Callable[[], bool], deadline: float,
                    first: Callable[[], None] | None = None, recheck: float = 0.01) -> bool:
-        """Read the loop's one socket on this thread until ``done()`` or ``deadline``.
+        """Read the loop's socket on this thread until ``done()`` or ``deadline``.
 
-        pika's read handler runs here, under the lock, as the loop's thread
-        would run it; the loop stops watching the socket for reading meanwhile
-        and resumes when this returns. ``first`` (e.g. the publish whose
-        confirm is awaited) runs under the lock once reading is taken over, so
-        that the answer cannot reach the loop's thread first.
-
-        Returns False at once, without running ``first``, when this is the
-        loop's thread or holds the lock, another thread already reads, no
-        single socket is registered (connecting), or ``done()`` holds: the
-        caller then does its work and waits the usual way. ``done()`` is
-        checked after each read and every ``recheck`` seconds, for news that
-        came another way.
+        pika's read handler runs here under the lock while the loop stops reading; ``first``
+        (the publish whose confirm is awaited) runs once reading is taken over, so the answer
+        cannot reach the loop's thread first. Returns False at once, without running ``first``,
+        when this thread cannot take over (loop thread, lock held, another reader, connecting,
+        ``done()``); ``done()`` is checked after each read and every ``recheck`` seconds.
         """
         if threading.get_ident() == self._loop_thread or self.holds_lock():
             return False

@@ -1,23 +1,11 @@
 """RPC over RabbitMQ, on the wire exactly as oslo.messaging's rabbit driver.
 
-A request is the oslo envelope of ``{"method", "args", ["namespace"],
-["version"], "_unique_id", "_context_<key>"...}``; a call adds ``_msg_id``,
-``_reply_q`` (the caller's reply queue) and ``_timeout`` (call-monitor
-interval or null). The server answers on the default exchange with routing
-key ``_reply_q``: ``{"result", "failure", "ending", "_msg_id", "_unique_id"}``,
-``failure`` being the serialized exception (see ``drivers.remote_errors``).
-``ending: false`` with no result is a call-monitor heartbeat.
-
-Each process (driver) has one reply queue, no queue per call. A waiting
-caller reads the replies itself when no other thread does (see
-``RabbitConnection.read_while_waiting``), so its reply reaches it without a
-thread hop; otherwise whoever reads (another caller, or the I/O thread) hands
-each reply straight to its caller. A cast publishes and reads its confirm the
-same way. Requests are acknowledged when a server takes them, before
-dispatch (as oslo does: a call runs at most once); one the broker sent but no
-server took yet when the connection is lost comes again after the reconnect,
-and ``_unique_id`` drops duplicates of a request published again after a lost
-confirm or delivered again after a lost acknowledgement.
+Requests and replies are oslo's envelopes (``_msg_id``, ``_reply_q``, ``_unique_id``,
+``failure`` as :mod:`~notify_transport.drivers.remote_errors` writes it; a reply with
+``ending: false`` and no result is a call-monitor heartbeat). One reply queue per
+process; a waiting caller reads replies itself when nobody else does, so its answer
+needs no thread hop. Requests are acknowledged when a server takes them (a call runs
+at most once, as in oslo), and ``_unique_id`` drops what a reconnect delivers twice.
 """
 from __future__ import annotations
 

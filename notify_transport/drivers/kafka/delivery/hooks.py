@@ -33,19 +33,13 @@ class DeadLetter:
 
 @dataclasses.dataclass(frozen=True)
 class ListenerHooks:
-    """Optional callbacks around processing.
+    """Optional callbacks around processing, each given what it needs to act.
 
-    * ``before_dispatch(message)``: a message is about to go to the endpoints;
-    * ``after_dispatch(message, result, seconds)``: the endpoints returned
-      (``result`` is the NotificationResult), ``seconds`` the time they took;
-    * ``on_error(message, exception)``: an endpoint raised;
-    * ``on_retry(dead_letter)``: a record was sent to the retry topic (confirmed);
-    * ``on_dead_letter(dead_letter)``: a record was sent to the dead-letter
-      topic (confirmed by the broker);
-    * ``on_commit(offsets, error)``: a commit finished; ``offsets`` is a list of
-      ``(topic, partition, next_offset)``, ``error`` None or the broker's error text;
-    * ``on_assign(partitions)`` / ``on_revoke(partitions)``: the group gave or took
-      partitions, as ``(topic, partition)`` pairs.
+    ``before_dispatch(message)``, ``after_dispatch(message, result, seconds)`` and
+    ``on_error(message, exception)`` frame the endpoints; ``on_retry(dead_letter)`` and
+    ``on_dead_letter(dead_letter)`` come once the broker confirmed the copy;
+    ``on_commit(offsets, error)`` gets ``(topic, partition, next_offset)`` triples and None
+    or the broker's error text; ``on_assign``/``on_revoke`` get ``(topic, partition)`` pairs.
     """
 
     before_dispatch: Callable[[Any], None] | None = None
