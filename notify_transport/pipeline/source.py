@@ -32,6 +32,14 @@ LOG = logging.getLogger(__name__)
 
 FORMAT_NAME = "notify_kafka"
 
+#: The options the source takes besides ``kafka.<property>`` (matched in any case);
+#: ``doc/source/pipeline.rst`` lists them, and a test keeps the two equal.
+OPTIONS = frozenset({
+    "transport_url", "subscribe", "subscribepattern", "startingoffsets", "endingoffsets",
+    "maxoffsetspertrigger", "maxrecordspertrigger", "failondataloss", "kafkaconsumer.polltimeoutms",
+    "metadatatimeoutms", "arrowbatchsize", "readertasks", "decode", "basetopics", "decodepayload",
+    "plannedranges"})
+
 #: The columns of Spark's Kafka source (without headers), in its order.
 KAFKA_SCHEMA = StructType([
     StructField("key", BinaryType()),
@@ -59,6 +67,10 @@ class SourceOptions:
 
     def __init__(self, options: Mapping[str, str], streaming: bool) -> None:
         opts = {k.lower(): str(v) for k, v in options.items()}
+        unknown = sorted(k for k in opts if k not in OPTIONS and not k.startswith("kafka."))
+        if unknown:  # a misspelt option would otherwise read everything with its default
+            raise ConfigurationError(f"{FORMAT_NAME}: unknown option(s) {', '.join(unknown)}; "
+                                     f"see the notify_kafka options in the pipeline guide")
         config = {k[len("kafka."):]: v for k, v in opts.items() if k.startswith("kafka.")}
         if "transport_url" in opts:
             config = {**KafkaSettings.from_url(opts["transport_url"]).librdkafka_config(), **config}

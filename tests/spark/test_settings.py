@@ -145,6 +145,17 @@ def test_source_decode_options_are_checked():
     assert NotifyKafkaDataSource(base).schema() == KAFKA_SCHEMA
 
 
+def test_source_refuses_an_option_it_does_not_take():
+    from notify_transport.pipeline.source import SourceOptions
+
+    base = {"kafka.bootstrap.servers": "127.0.0.1:9", "subscribe": "n.info"}
+    with pytest.raises(ConfigurationError, match=r"unknown option\(s\) startingoffset, x;"):
+        SourceOptions({**base, "startingOffset": "earliest", "X": "1"}, streaming=False)
+    # every case of a known option, and any kafka.<property>, is taken
+    options = SourceOptions({**base, "STARTINGOFFSETS": "latest", "kafka.fetch.wait.max.ms": "5"}, streaming=True)
+    assert (options.starting, options.kafka_config["fetch.wait.max.ms"]) == ("latest", "5")
+
+
 def test_spark_options_translate_what_the_driver_builder_gives(tmp_path):
     # a CA set through librdkafka_config reaches Spark's kafka format too: one mapping, read from
     # the librdkafka properties the driver builds
