@@ -1,12 +1,9 @@
 """JVM pieces from Maven Central, fetched once with Maven and kept in a cache.
 
-Apache Kafka's broker (for the launchers in :mod:`notify_transport.testing`) is
-published as jars, not as a download this project may rely on. Each set of jars
-is described by a pom shipped in ``notify_transport/jvm/poms/``; :func:`fetch`
-runs ``mvn dependency:copy-dependencies`` on it once and keeps the jars in a
-directory named after the pom's content and the version properties, so a later
-call (set-up run again, a test session, a launcher) finds them without Maven
-or the network. :func:`classpath` only looks: it never downloads.
+Apache Kafka's broker is published as jars, not as a download this project may rely
+on. :func:`fetch` runs ``mvn dependency:copy-dependencies`` once on a pom shipped in
+``notify_transport/jvm/poms/`` and keeps the jars under a name made of the pom and its
+versions, so later calls need neither Maven nor the network; :func:`classpath` only looks.
 """
 from __future__ import annotations
 

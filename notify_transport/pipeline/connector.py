@@ -1,13 +1,9 @@
 """Spark's own Kafka connector (``spark-sql-kafka-0-10``): its jars, and how a session gets them.
 
-The connector is published on Maven Central, one release per Spark release.
-``notify-transport pipeline setup`` (:func:`set_up`; the set-up script runs it)
-fetches the release matching the installed PySpark with :mod:`notify_transport.jvm`
-(``python -m notify_transport.jvm fetch spark-kafka`` does the same);
-:func:`session_conf` then names the cached jars in
-``spark.jars``, which Spark puts on the driver's classpath and ships to the
-executors of a cluster. Nothing here downloads: without a fetch the pipeline
-falls back to its ``notify_kafka`` source.
+``notify-transport pipeline setup`` (:func:`set_up`) fetches the release matching the
+installed PySpark through :mod:`notify_transport.jvm`; :func:`session_conf` names the
+cached jars in ``spark.jars``, which reach the driver and a cluster's executors alike.
+Nothing here downloads: without a fetch the pipeline reads with ``notify_kafka``.
 """
 from __future__ import annotations
 

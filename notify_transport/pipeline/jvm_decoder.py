@@ -1,12 +1,9 @@
 """The pipeline's decoder in the JVM: a Java UDF of this project, its jar and its registration.
 
-``notify_transport/jvm/src/decoder`` holds one class,
-``notifytransport.spark.DecodeNotification``: it decodes what producers send
-(Jackson, strict, keys given twice refused) and answers null for a record it
-cannot vouch for giving the Python reference's row, which :mod:`.decode` then
-hands to Python. It is compiled against the installed PySpark's own jars
-(``spark-sql-api``, ``jackson-core``) with ``javac`` by :mod:`notify_transport.jvm.build`
-and joins ``spark.jars`` like the Kafka connector, so a cluster's executors get it.
+``notifytransport.spark.DecodeNotification`` (``notify_transport/jvm/src/decoder``)
+decodes strictly with Jackson and answers null where it cannot vouch for the Python
+reference's row, which :mod:`.decode` then hands to Python. It is compiled against the
+installed PySpark's jars by :mod:`notify_transport.jvm.build` and joins ``spark.jars``.
 """
 from __future__ import annotations
 

@@ -1,13 +1,10 @@
 """How the pipeline connects to Kafka, from a ``kafka://`` transport URL.
 
-The URL and the ``[oslo_messaging_kafka]`` options mean here what they mean to
-the Kafka driver: the librdkafka properties come from the driver's one builder
-(:func:`~notify_transport.drivers.kafka.client_properties.client_config`,
-consumer role: hosts, SASL, TLS, ``librdkafka_config`` and ``consumer_config``,
-``?key=value`` overrides). :class:`KafkaSettings` renders them for the two
-readers the pipeline can use: as they are for the ``notify_kafka`` Python data
-source, and translated to Java client properties for Spark's own ``kafka``
-format.
+The URL and ``[oslo_messaging_kafka]`` mean here what they mean to the driver: the
+librdkafka properties come from the driver's one builder
+(:func:`~notify_transport.drivers.kafka.client_properties.client_config`, consumer role).
+:class:`KafkaSettings` hands them as they are to ``notify_kafka`` and translated to Java
+client properties to Spark's ``kafka`` format.
 """
 from __future__ import annotations
 

@@ -90,7 +90,7 @@ class SourceOptions:
             raise ConfigurationError(f"{FORMAT_NAME}: endingOffsets cannot be 'earliest'")
         limit = opts.get("maxoffsetspertrigger") or opts.get("maxrecordspertrigger")
         self.max_per_trigger = _positive_int("maxOffsetsPerTrigger", limit) if limit else None
-        self.fail_on_data_loss = opts.get("failondataloss", "true").lower() != "false"
+        self.fail_on_data_loss = _boolean("failOnDataLoss", opts.get("failondataloss", "true"))
         self.poll_timeout = _positive_int("kafkaConsumer.pollTimeoutMs",
                                           opts.get("kafkaconsumer.polltimeoutms", "120000")) / 1000
         self.metadata_timeout = _positive_int("metadataTimeoutMs",

@@ -515,14 +515,11 @@ def _raise_gone(topic: str, partition: int, message: str) -> None:
 class RangeReader(_OwnsConsumer):
     """Reads offset ranges of several partitions with one consumer: assigned, never committed.
 
-    ``read`` yields the records of the ranges in chunks (offset order per
-    partition); a partition is paused once its range is read. Offsets missing
-    inside a range (compaction, transaction markers) are skipped. Records
-    gone from the partition (``start`` before its earliest offset) or not
-    arriving within ``timeout`` seconds are passed to ``on_gone(topic,
-    partition, message)``, which raises to fail the read (the default, :class:`RecordsGone`) or
-    returns to skip them. The client stays open between reads until
-    :meth:`close`.
+    ``read`` yields each range's records in chunks, in offset order, skipping offsets
+    that compaction or transaction markers left out. Records gone from the partition or
+    not arriving within ``timeout`` go to ``on_gone(topic, partition, message)``, which
+    raises (:class:`RecordsGone` by default) or returns to skip them. The client stays
+    open between reads until :meth:`close`.
     """
 
     def __init__(self, config: dict[str, Any], name: str = "range reader") -> None:

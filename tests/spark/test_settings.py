@@ -154,6 +154,10 @@ def test_source_refuses_an_option_it_does_not_take():
     # every case of a known option, and any kafka.<property>, is taken
     options = SourceOptions({**base, "STARTINGOFFSETS": "latest", "kafka.fetch.wait.max.ms": "5"}, streaming=True)
     assert (options.starting, options.kafka_config["fetch.wait.max.ms"]) == ("latest", "5")
+    # a boolean option's value is true or false, not anything else read as true
+    with pytest.raises(ConfigurationError, match="failOnDataLoss must be true or false"):
+        SourceOptions({**base, "failOnDataLoss": "flase"}, streaming=True)
+    assert SourceOptions({**base, "failOnDataLoss": "FALSE"}, streaming=True).fail_on_data_loss is False
 
 
 def test_spark_options_translate_what_the_driver_builder_gives(tmp_path):
