@@ -22,7 +22,15 @@ def test_demo_on_a_configured_broker(kafka_broker, capsys) -> None:
     assert "started an embedded" not in out
     for pool in ("audit", "billing"):
         assert f"pool {pool}: 60/60 received, 0 missing, 0 duplicates -> OK" in out
-    assert re.search(r"broker confirmed 60, failed 0, pending 0", out)
+    assert re.search(r"sent 60 notifications in [0-9.]+s; broker confirmed 60, failed 0, pending 0 within", out)
+
+
+def test_the_demo_says_one_notification_in_the_singular(kafka_broker, capsys) -> None:
+    code = cli_main.main(["demo", "--transport-url", kafka_broker.url(), "--count", "1",
+                          "--listeners-per-pool", "1"])
+    out = capsys.readouterr().out
+    assert code == 0, out
+    assert "sent 1 notification in " in out
 
 
 def test_demo_without_a_transport_url_starts_an_embedded_broker(monkeypatch, capsys) -> None:
