@@ -11,7 +11,7 @@ from typing import Any, Callable, Iterator, Sequence
 from oslo_config import cfg
 
 from notify_transport.cli import logs
-from notify_transport.cli.contract import MISSING_FILE, NOT_CONFIGURED, CommandError
+from notify_transport.cli.contract import BAD_INPUT, MISSING_FILE, NOT_CONFIGURED, CommandError
 from notify_transport.exceptions import ConfigurationError
 from notify_transport.options import NOTIFICATIONS_GROUP, register_notifier_opts, register_transport_opts
 
@@ -19,6 +19,8 @@ LOG = logging.getLogger(__name__)
 
 #: Environment variable naming a transport URL when none is given otherwise.
 URL_ENV = "NOTIFY_TRANSPORT_URL"
+#: What to do about a config file oslo.config cannot parse (the error names the file and line).
+PARSE_HINT = "fix that line: a config file is [group] headers, each followed by name = value lines"
 
 __all__ = ["URL_ENV", "MissingExtra", "configured_url", "load_conf",
            "require_extra", "required_url", "url_or_embedded_broker"]
@@ -67,6 +69,8 @@ def load_conf(args: argparse.Namespace,
         register(conf)
     try:
         conf(args=[], project="notify-transport", default_config_files=files, default_config_dirs=dirs)
+    except cfg.ConfigFileParseError as exc:
+        raise CommandError(BAD_INPUT, str(exc), PARSE_HINT) from None
     except cfg.Error as exc:
         raise ConfigurationError(str(exc)) from None
     register_transport_opts(conf)

@@ -182,6 +182,26 @@ def test_bad_topic_name_exits_2(capsys) -> None:
     assert "Kafka topic names may only contain" in capsys.readouterr().err
 
 
+@pytest.mark.parametrize("argv, said", [
+    (["send", "--event-type", ""], "empty event type"),
+    (["send", "--event-type", "  "], "empty event type"),
+    (["tail", "--pool", ""], "empty pool name"),
+    (["lag", "--pool", "billing", "--pool", ""], "empty pool name"),
+    (["replay", "--pool", " ", "--to-earliest"], "empty pool name"),
+])
+def test_an_empty_name_is_bad_input(argv, said, capsys) -> None:
+    # before: tail read beside the pools, lag and replay asked the broker to describe pool ''
+    # (exit 1, "ConsumerGroupDescribe:"), send sent a notification with no event type
+    assert run(*argv[:1], "--transport-url", "kafka://127.0.0.1:1", *argv[1:]) == 2
+    err = capsys.readouterr().err
+    assert said in err and len(err.strip().splitlines()) == 1
+
+
+def test_names_lose_their_surrounding_blanks() -> None:
+    assert cli_args.pool_name(" billing ") == "billing"
+    assert cli_args.event_type("compute.instance.create.end\n") == "compute.instance.create.end"
+
+
 def test_url_from_config_file_and_environment(tmp_path, monkeypatch, capsys) -> None:
     conf = tmp_path / "svc.conf"
     conf.write_text("[oslo_messaging_notifications]\ntransport_url = rabbit://h:1/\n")
@@ -470,6 +490,8 @@ def test_version_from_the_package_metadata(capsys) -> None:
 
 
 def test_user_errors_are_one_line(tmp_path, capsys) -> None:
+    from notify_transport.cli import common
+
     capsys.readouterr()
     assert run("--config-file", str(tmp_path / "missing.conf"), "lag") == 2
     err = capsys.readouterr().err
@@ -479,6 +501,7 @@ def test_user_errors_are_one_line(tmp_path, capsys) -> None:
     assert run("topics", "--config-file", str(bad)) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "bad.conf" in err
+    assert err.rstrip().endswith(f"try: {common.PARSE_HINT}")  # not the command's --help
     assert run("lag", "--config-dir", str(tmp_path / "nodir")) == 2
     assert capsys.readouterr().err.count("\n") == 1
 

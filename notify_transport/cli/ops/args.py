@@ -153,9 +153,24 @@ def point_in_time(text: str) -> float:
         raise argparse.ArgumentTypeError(str(exc)) from None
 
 
-def topic_name(text: str) -> str:
-    """A notification topic as the notifier names it (no priority, no vhost)."""
+def _named(text: str, what: str) -> str:
+    """``text`` without surrounding blanks; an empty name is bad input, never "no name"."""
     name = text.strip()
     if not name:
-        raise argparse.ArgumentTypeError("empty topic name")
+        raise argparse.ArgumentTypeError(f"empty {what}")
     return name
+
+
+def topic_name(text: str) -> str:
+    """A notification topic as the notifier names it (no priority, no vhost)."""
+    return _named(text, "topic name")
+
+
+def pool_name(text: str) -> str:
+    """A pool (consumer group): an empty one would read as "no pool" or be sent to the broker."""
+    return _named(text, "pool name")
+
+
+def event_type(text: str) -> str:
+    """A notification's event type, which listeners' filters and the pipeline group by."""
+    return _named(text, "event type")

@@ -44,7 +44,7 @@ def add_parser(sub: Any) -> None:
     p = cli_args.add_command(sub, "lag", "show each pool's committed offset, end offset and lag",
                              DESCRIPTION, EXAMPLES)
     cli_args.add_connection_args(p)
-    p.add_argument("--pool", action="append", metavar="POOL",
+    p.add_argument("--pool", action="append", type=cli_args.pool_name, metavar="POOL",
                    help="pool to show, may repeat (default: every pool reading the topics)")
     cli_args.add_topic_selection(p)
     p.add_argument("--describe", action="store_true",

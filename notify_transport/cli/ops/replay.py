@@ -52,7 +52,7 @@ def add_parser(sub: Any) -> None:
     p = cli_args.add_command(sub, "replay", "reset a pool's offsets to a time or offset to receive again",
                              DESCRIPTION, EXAMPLES)
     cli_args.add_connection_args(p)
-    p.add_argument("--pool", required=True, help="the pool (consumer group) to move")
+    p.add_argument("--pool", required=True, type=cli_args.pool_name, help="the pool (consumer group) to move")
     cli_args.add_topic_selection(p)
     p.add_argument("--partition", action="append", type=cli_args.non_negative_int, metavar="N",
                    help="only this partition of each topic, may repeat (default: all)")

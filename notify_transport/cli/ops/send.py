@@ -50,7 +50,7 @@ def add_parser(sub: Any) -> None:
     cli_args.add_topic_selection(p, priorities=False)
     p.add_argument("--priority", type=cli_args.priority, default="info",
                    help="audit, debug, info, warn, error, critical or sample")
-    p.add_argument("--event-type", required=True, help="e.g. compute.instance.create.end")
+    p.add_argument("--event-type", required=True, type=cli_args.event_type, help="e.g. compute.instance.create.end")
     p.add_argument("--payload", type=cli_args.json_value, default={}, metavar="JSON",
                    help="the payload as JSON, or @FILE to read it from a file (default: {})")
     p.add_argument("--ctxt", type=cli_args.json_object, default={}, metavar="JSON",

@@ -88,7 +88,7 @@ def add_parser(sub: Any) -> None:
                    help="a Python format string over the fields listed above (value format only)")
     p.add_argument("-l", "--long", action="store_true",
                    help="prefix each line with topic[partition]@offset")
-    p.add_argument("--pool", help="join this pool instead of reading on the side")
+    p.add_argument("--pool", type=cli_args.pool_name, help="join this pool instead of reading on the side")
     p.set_defaults(func=run)
 
 
