@@ -64,6 +64,7 @@ def global_values(app_args: argparse.Namespace | None, parsed_args: argparse.Nam
     parsed_args.debug = bool(parsed_args.debug)
     level = getattr(app_args, "verbose_level", 1) if app_args is not None else 1
     parsed_args.verbose = max(0, level - 1)  # cliff counts from 1 (warnings); -v is info
+    parsed_args.quiet = level == 0  # -q: no progress or status lines
     return parsed_args
 
 

@@ -45,9 +45,9 @@ class DropRepeats(logging.Filter):
         return True
 
 
-def configure(debug: bool = False, verbose: int = 0, log_file: str | None = None) -> None:
+def configure(debug: bool = False, verbose: int = 0, log_file: str | None = None, quiet: bool = False) -> None:
     """Set up the root logger on stderr (and ``log_file``) for one command run (replacing earlier
-    CLI handlers)."""
+    CLI handlers); ``quiet`` (``-q``) leaves the progress lines out too."""
     level = logging.DEBUG if debug or verbose > 1 else logging.INFO if verbose else logging.WARNING
     root = logging.getLogger()
     for handler in list(root.handlers):
@@ -66,7 +66,7 @@ def configure(debug: bool = False, verbose: int = 0, log_file: str | None = None
     for name in CHATTY:
         logging.getLogger(name).setLevel(logging.DEBUG if debug else logging.CRITICAL + 1)
     for name in PROGRESS:
-        logging.getLogger(name).setLevel(min(level, logging.INFO))
+        logging.getLogger(name).setLevel(level if quiet else min(level, logging.INFO))
 
 
 @contextlib.contextmanager

@@ -89,6 +89,19 @@ class NotifyTransportApp(App):
                                    "conflict_handler": "resolve", **(argparse_kwargs or {})})
         parser.add_argument("--version", action="version", version=f"notify-transport {version}",
                             help="print the version and exit")
+        # cliff's verbosity, log file and help options, said in our words ("resolve" replaces them)
+        verbosity = parser.add_mutually_exclusive_group()
+        verbosity.add_argument("-v", "--verbose", action="count", dest="verbose_level",
+                               default=self.DEFAULT_VERBOSE_LEVEL,
+                               help="more log lines: -v adds the info lines, -vv the debug lines (the "
+                                    "client libraries' own lines still need --debug)")
+        verbosity.add_argument("-q", "--quiet", action="store_const", dest="verbose_level", const=0,
+                               help="no progress or status lines on stderr: only the results, warnings "
+                                    "and errors")
+        parser.add_argument("--log-file", default=None, metavar="PATH",
+                            help="write the log lines to PATH as well as to stderr")
+        parser.add_argument("-h", "--help", dest="deferred_help", action="store_true",
+                            help="print this help and exit")
         parser.add_argument("--debug", action="store_true", default=False,
                             help="log everything, the client libraries' own lines included, and "
                                  "show tracebacks on errors")
@@ -104,7 +117,7 @@ class NotifyTransportApp(App):
 
     def configure_logging(self) -> None:
         logs.configure(debug=self.options.debug, verbose=max(0, self.options.verbose_level - 1),
-                       log_file=self.options.log_file)
+                       log_file=self.options.log_file, quiet=self.options.verbose_level == 0)
 
     def interact(self) -> None:
         """No command given: the help, and exit status 2 (no interactive shell)."""

@@ -289,7 +289,7 @@ def _run(args: argparse.Namespace) -> int:
     kafka_config = settings.librdkafka_config()
     backlog = caught_up.waiting(config.checkpoint_root, kafka_config, subscription, args.connect_timeout)
     if backlog == 0:
-        _show_progress(run_config.PROGRESS_LOG)
+        _show_progress(run_config.PROGRESS_LOG, args)
         run_config.PROGRESS_LOG.info("Nothing new since the last run: Spark not started")
         summary = run_config.RunSummary.empty(time.monotonic() - started)
         print(json.dumps({"output": output, **summary.as_dict()}, indent=2))
@@ -309,7 +309,7 @@ def _run_spark(args: argparse.Namespace, settings, subscription, config, backlog
 
     output = config.output
     log_level = "INFO" if LOG.isEnabledFor(logging.DEBUG) else "ERROR"
-    _show_progress(jobs.PROGRESS_LOG)
+    _show_progress(jobs.PROGRESS_LOG, args)
     extra_conf = {**run_conf(backlog), **_spark_conf(args.spark_conf)}  # the user's settings win
     # Spark's and the JVM's own lines: on stderr with --debug, else in a file an error names
     jvm_log = None if args.debug else jvm_log_path()
@@ -360,8 +360,8 @@ def _stop_on_signals(stop: threading.Event) -> Callable[[], None] | None:
     return restore
 
 
-def _show_progress(progress: logging.Logger) -> None:
-    if not progress.isEnabledFor(logging.INFO):  # progress lines show without -v
+def _show_progress(progress: logging.Logger, args: argparse.Namespace) -> None:
+    if not progress.isEnabledFor(logging.INFO) and not args.quiet:  # shown without -v, hidden by -q
         progress.setLevel(logging.INFO)
 
 

@@ -99,3 +99,19 @@ def test_a_pipeline_run_and_its_report_print_their_own_lines_only(vhost_url: str
     report = run_cli("pipeline", "report", "--output", output, cwd=tmp_path)
     assert report.returncode == 0, report.stderr
     assert foreign(report.stderr) == []
+
+
+@pytest.mark.parametrize("argv", [
+    ["send", "--event-type", "quiet.check", "--count", "2000"],
+    ["tail", "--from", "earliest", "--exit-at-end"],
+    ["replay", "--pool", "quieter", "--to-earliest", "--new-pool", "--execute"],
+], ids=lambda argv: argv[0])
+def test_q_leaves_the_progress_and_status_lines_out(argv: list[str], vhost_url: str, tmp_path: Path) -> None:
+    # before: -q was accepted and changed nothing
+    loud = run_cli(*argv, "--transport-url", vhost_url, cwd=tmp_path)
+    assert loud.returncode == 0, loud.stderr
+    assert loud.stderr.strip(), "the command said nothing on stderr to leave out"
+    quiet = run_cli("-q", *argv, "--transport-url", vhost_url, cwd=tmp_path)
+    assert quiet.returncode == 0, quiet.stderr
+    assert quiet.stderr == ""
+    assert quiet.stdout.count("\n") == loud.stdout.count("\n")  # the results stay

@@ -251,6 +251,41 @@ def test_progress_lines_when_not_a_terminal() -> None:
     assert quiet.getvalue() == ""
 
 
+
+def test_quiet_progress_prints_nothing() -> None:
+    out = io.StringIO()
+    progress = Progress("sent", 10, stream=out, interval=0.0, quiet=True)
+    progress.update(5)
+    progress.done(10, "waiting")  # forced, and still left out
+    assert out.getvalue() == ""
+
+
+@pytest.mark.parametrize("argv", [["-q", "lag"], ["lag", "-q"], ["--quiet", "topics"]])
+def test_q_is_quiet_before_or_after_the_command(argv) -> None:
+    assert cli_main.parse_args(argv).quiet is True
+    assert cli_main.parse_args([a for a in argv if not a.startswith("-")]).quiet is False
+
+
+def test_q_keeps_the_pipeline_progress_lines_out(monkeypatch) -> None:
+    # before: -q set cliff's verbose level to 0, which the log set-up read as the default
+    from notify_transport.cli import logs
+
+    progress = logging.getLogger(logs.PROGRESS[0])
+    with logs.restored():
+        logs.configure(quiet=True)
+        assert not progress.isEnabledFor(logging.INFO)
+        logs.configure()
+        assert progress.isEnabledFor(logging.INFO)
+
+
+def test_global_options_are_said_in_our_words() -> None:
+    text = cli_main.NotifyTransportApp().parser.format_help()
+    for cliffs in ("Increase verbosity of output", "Suppress output except", "Specify a file to log output",
+                   "Show help message"):
+        assert cliffs not in text
+    assert "no progress or status lines on stderr" in text
+
+
 MESSAGE = {"message_id": "m1", "publisher_id": "compute.host1", "event_type": "compute.instance.create.end",
            "priority": "INFO", "payload": {"b": 2, "a": "é"}, "timestamp": "2024-05-01 12:00:00.123456"}
 

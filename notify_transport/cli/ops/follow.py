@@ -83,8 +83,10 @@ class Follower:
     """Follows ``topics`` from ``start``; ``exit_at_end`` stops once the end offsets seen at start are read."""
 
     def __init__(self, cluster: KafkaCluster, topics: Sequence[str], start: Start, refresh: float,
-                 exit_at_end: bool = False) -> None:
+                 exit_at_end: bool = False, quiet: bool = False) -> None:
         self.cluster = cluster
+        #: -q: no line when new partitions are followed
+        self.quiet = quiet
         self.topics = list(topics)
         self.start = start
         self.refresh = refresh
@@ -137,7 +139,7 @@ class Follower:
         except MessagingException:
             return []  # the error callback has told the state; try again at the next refresh
         self.state.answered()
-        if new:
+        if new and not self.quiet:
             print(f"following {len(new)} new partition(s) of {', '.join(sorted({t for t, _ in new}))} "
                   "from their beginning", file=sys.stderr)
         return new

@@ -42,6 +42,12 @@ def warn(message: str) -> None:
     print(f"notify-transport: warning: {message}", file=sys.stderr)
 
 
+def status(args: Any, message: str) -> None:
+    """A line on stderr about what the command is doing; ``-q`` (``args.quiet``) leaves it out."""
+    if not getattr(args, "quiet", False):
+        print(message, file=sys.stderr)
+
+
 def fail(message: str, kind: contract.Kind = contract.FAILED, next_step: str | None = None,
          command: str = "") -> int:
     """Report an error as the contract's one line (:mod:`~notify_transport.cli.contract`) and
@@ -64,12 +70,13 @@ def failures_exit_1(run: Callable[..., int]) -> Callable[..., int]:
 
 class Progress:
     """Progress of long work on stderr: a live tqdm line on a terminal, else a plain line at most
-    every ``interval`` seconds (no carriage returns in logs).
+    every ``interval`` seconds (no carriage returns in logs); nothing with ``quiet`` (``-q``).
     """
 
     def __init__(self, label: str, total: int | None = None, stream: TextIO | None = None,
-                 interval: float | None = None, rate: bool = True) -> None:
+                 interval: float | None = None, rate: bool = True, quiet: bool = False) -> None:
         self.label = label
+        self.quiet = quiet
         self.rate = rate
         self.total = total
         self.stream = stream or sys.stderr
@@ -91,7 +98,7 @@ class Progress:
 
     def update(self, done: int, extra: str = "", force: bool = False) -> None:
         now = time.monotonic()
-        if not force and now - self._last < self.interval:
+        if self.quiet or (not force and now - self._last < self.interval):
             return
         self._last = now
         if self.tty:

@@ -9,7 +9,7 @@ from typing import Any, Mapping, Sequence
 from notify_transport.cli.ops import args as cli_args
 from notify_transport.drivers.kafka import NO_OFFSET, Partition
 from notify_transport.cli.ops.cluster import default_topics, open_cluster
-from notify_transport.cli.ops.output import EXIT_OK, Progress, emit, fail, failures_exit_1, warn
+from notify_transport.cli.ops.output import EXIT_OK, Progress, emit, fail, failures_exit_1, status, warn
 from notify_transport.cli.contract import NOT_FOUND, TOPICS_HINT
 from notify_transport.times import TIME_HELP, format_time, to_millis
 from notify_transport.drivers.naming import PRIORITIES
@@ -146,7 +146,8 @@ def run(args: argparse.Namespace) -> int:
             return fail(f"no partition to move: none of the topics {', '.join(topics)} exists"
                         + (f" with partition(s) {', '.join(map(str, args.partition))}" if args.partition else ""),
                         NOT_FOUND, TOPICS_HINT)
-        progress = Progress(f"replay {args.pool}: resolved the offsets of", len(partitions), rate=False)
+        progress = Progress(f"replay {args.pool}: resolved the offsets of", len(partitions), rate=False,
+                            quiet=args.quiet)
         info = cluster.describe_pool(args.pool)
         committed = cluster.committed(args.pool, partitions)
         if info.unknown and not args.new_pool and not any(o >= 0 for o in cluster.committed(args.pool).values()):
@@ -185,7 +186,8 @@ def run(args: argparse.Namespace) -> int:
             return EXIT_OK
         if info.active and not args.force:
             return fail(busy + "; nothing changed")
-        progress = Progress(f"replay {args.pool}: committed new offsets for", len(moves), rate=False)
+        progress = Progress(f"replay {args.pool}: committed new offsets for", len(moves), rate=False,
+                            quiet=args.quiet)
         cluster.commit(args.pool, {(m.topic, m.partition): m.new for m in moves})
         progress.done(len(moves), "partition(s)")
         check = cluster.committed(args.pool, partitions)
@@ -195,6 +197,5 @@ def run(args: argparse.Namespace) -> int:
             return fail("the new offsets did not stick (a member of the pool committed over them?): "
                         + "; ".join(wrong))
     if args.output_format == "table":
-        print(f"done: the listeners of pool {args.pool} start from the new offsets when they next join",
-              file=sys.stderr)
+        status(args, f"done: the listeners of pool {args.pool} start from the new offsets when they next join")
     return EXIT_OK

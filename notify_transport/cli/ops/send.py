@@ -136,7 +136,7 @@ def _run(args: argparse.Namespace) -> int:
 
 def _send(transport: Any, notifier: Notifier, args: argparse.Namespace, kafka_topics: list[str]) -> int:
     notify = getattr(notifier, args.priority)
-    progress = Progress("sent", args.count) if args.count > 1 else None
+    progress = Progress("sent", args.count, quiet=args.quiet) if args.count > 1 else None
     started = time.monotonic()
     for done in range(1, args.count + 1):
         notify(args.ctxt, args.event_type, args.payload)

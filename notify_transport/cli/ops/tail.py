@@ -13,7 +13,7 @@ from typing import Any, Iterator
 from notify_transport.cli.ops import args as cli_args
 from notify_transport.cli.ops.cluster import KafkaCluster, default_topics, open_cluster
 from notify_transport.cli.ops.follow import BATCH, SLICE, Follower, Received
-from notify_transport.cli.ops.output import EXIT_OK, fail, failures_exit_1
+from notify_transport.cli.ops.output import EXIT_OK, fail, failures_exit_1, status
 from notify_transport.cli.contract import NOT_FOUND, TOPICS_HINT
 from notify_transport.cli.ops.start import HELP as START_HELP, LATEST, Start, parse_start
 from notify_transport.times import format_time, parse_time
@@ -242,7 +242,7 @@ def _follow(source: Iterator[Received | None], selector: TailFilter, args: argpa
         close = getattr(source, "close", None)
         if close is not None:
             close()
-        print(tally.summary(), file=sys.stderr)
+        status(args, tally.summary())
     if args.max is not None and tally.shown < args.max:
         within = "before the end" if getattr(args, "exit_at_end", False) and args.timeout is None \
             else f"within {args.timeout:g}s"
@@ -254,7 +254,7 @@ def _reader_source(cluster: KafkaCluster, args: argparse.Namespace,
                    topics: list[str]) -> Iterator[Received | None] | None:
     """Records read beside the pools; None when --exit-at-end and no topic exists."""
     start = args.start or Start(LATEST)
-    follower = Follower(cluster, topics, start, args.refresh, exit_at_end=args.exit_at_end)
+    follower = Follower(cluster, topics, start, args.refresh, exit_at_end=args.exit_at_end, quiet=args.quiet)
     try:
         # explicit offsets, resolved now: a notification sent after the line below is printed is read
         partitions, missing = follower.open()
@@ -267,8 +267,7 @@ def _reader_source(cluster: KafkaCluster, args: argparse.Namespace,
     absent = (f"; {len(missing)} topic(s) do not exist yet and are followed from their beginning once "
               f"created: {', '.join(missing)}" if missing and not args.exit_at_end else "")
     shown = ", ".join(sorted({t for t, _ in partitions})) or "no topic yet"
-    print(f"following {len(partitions)} partition(s) of {shown} from {start.describe()}{absent}",
-          file=sys.stderr)
+    status(args, f"following {len(partitions)} partition(s) of {shown} from {start.describe()}{absent}")
     return follower.records()
 
 
@@ -283,9 +282,8 @@ def _pool_source(cluster: KafkaCluster, args: argparse.Namespace, topics: list[s
         listener.stop()
         listener.cleanup()
         raise
-    print(f"following {', '.join(topics)} in pool {args.pool!r} "
-          f"(partitions {', '.join(f'{t}[{p}]' for t, p in sorted(listener_assignment(listener)))})",
-          file=sys.stderr)
+    status(args, f"following {', '.join(topics)} in pool {args.pool!r} "
+                 f"(partitions {', '.join(f'{t}[{p}]' for t, p in sorted(listener_assignment(listener)))})")
     return _pool_messages(listener, tally, args.max)
 
 
