@@ -390,9 +390,10 @@ class ProgressLog:
             seconds = (progress.durationMs or {}).get("triggerExecution", 0) / 1000
             behind = _behind(progress)
             PROGRESS_LOG.info(
-                "Batch %d: %d records in %.1f s (%.0f records/s); %d records in %d batches so far, "
+                "Batch %d: %d records in %.1f s (%.0f records/s); %d records in %d batch%s so far, "
                 "%.0f records/s%s", progress.batchId, rows, seconds, rows / seconds if seconds else 0.0,
-                self.records, self.batches, self.records / elapsed if elapsed else 0.0,
+                self.records, self.batches, "" if self.batches == 1 else "es",
+                self.records / elapsed if elapsed else 0.0,
                 "" if behind is None else f", {behind} behind")
 
 
