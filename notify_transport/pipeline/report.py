@@ -20,7 +20,7 @@ from typing import Any
 
 from notify_transport.pipeline import delays
 from notify_transport.times import human_duration
-from notify_transport.pipeline.report_page import render_page
+from notify_transport.pipeline.report_page import label, render_page
 from notify_transport.pipeline.stats_files import load_partials
 from notify_transport.drivers.naming import ERROR_PRIORITIES
 
@@ -283,8 +283,8 @@ def _charts(data: ReportData) -> list[dict]:
             (data.publishers, "publisher_id", "publishers.png", "Top publishers, whole period")):
         top = frame.head(TOP_N).iloc[::-1]
         fig, ax = plt.subplots(figsize=(10, 0.32 * len(top) + 1.3))
-        ax.barh([_label(k) for k in top[column]], top["count"], color="#4c72b0", label="all")
-        ax.barh([_label(k) for k in top[column]], top["error_count"] + top["critical_count"], color="#c44e52",
+        ax.barh([label(k) for k in top[column]], top["count"], color="#4c72b0", label="all")
+        ax.barh([label(k) for k in top[column]], top["error_count"] + top["critical_count"], color="#c44e52",
                 label="error + critical")
         ax.set_xlabel("notifications")
         ax.legend(fontsize=8, loc="lower right")
@@ -300,10 +300,6 @@ def _charts(data: ReportData) -> list[dict]:
         ax.set_ylabel("notifications")
         save(fig, "archive.png", "Archived notifications per date")
     return charts
-
-
-def _label(value) -> str:
-    return "(none)" if value is None or value != value else str(value)
 
 
 # -- page --------------------------------------------------------------------------------------

@@ -45,6 +45,7 @@ def when(value: Any, pattern: str = "%Y-%m-%d %H:%M") -> str:
 
 
 def label(value: Any) -> str:
+    """A table's or chart's name for a value; a missing one (None, NaN: an empty partition) is "(none)"."""
     return "(none)" if value is None or value != value else str(value)
 
 
@@ -176,8 +177,8 @@ to <strong>{{ when(data.last) }}</strong> UTC
 <details><summary>Per date and event type ({{ data.archive|length }} partitions)</summary>
 <table data-table="archive"><thead><tr><th>date</th><th>event type</th><th>notifications</th></tr></thead><tbody>
 {%- for r in data.archive.itertuples() %}
-<tr><td>{{ r.date }}</td><td>{{ r.event_type }}</td>
-{{- num("archive", r.date ~ "/" ~ r.event_type, "count", r.count) }}</tr>
+<tr><td>{{ r.date }}</td><td>{{ label(r.event_type) }}</td>
+{{- num("archive", r.date ~ "/" ~ label(r.event_type), "count", r.count) }}</tr>
 {%- endfor %}
 </tbody></table></details>
 
