@@ -30,9 +30,9 @@ that has committed offsets on the notification topics is shown. A partition a
 pool never committed shows "-": its listeners start at the end
 (auto_offset_reset=latest) when they join.
 
-exit status: 0 shown, 1 no such topic, or a --pool the cluster does not know
-(no member, no committed offset), 2 bad input or configuration, 3 brokers
-unreachable"""
+exit status: 0 shown, 1 no such topic, no pool that committed on them (without
+--pool), or a --pool the cluster does not know (no member, no committed offset),
+2 bad input or configuration, 3 brokers unreachable"""
 
 EXAMPLES = """\
   notify-transport lag --transport-url kafka://127.0.0.1:9092/prod
