@@ -8,6 +8,9 @@ one process in either order (:func:`~notify_transport.drivers.config.register_op
 from __future__ import annotations
 
 import copy
+import difflib
+import glob
+import os
 from typing import Any
 
 from oslo_config import cfg
@@ -125,3 +128,50 @@ def list_opts() -> list[tuple[str | None, list[Any]]]:
     from notify_transport.rpc.options import all_opts as rpc_opts  # [DEFAULT] RPC options
     groups[0][1].extend(copy.deepcopy(rpc_opts()))
     return groups
+
+
+def ignored_file_options(conf: cfg.ConfigOpts) -> list[str]:
+    """What ``conf``'s files set in notify-transport's groups that no option of ours takes.
+
+    oslo.config skips a key it has no option for without a word, so a misspelt
+    ``producer_batch_timout`` leaves the default in force unnoticed. Each such key
+    comes back as ``FILE: [GROUP] KEY`` with the closest option name; ``[DEFAULT]``,
+    which every library of a service shares, and other groups are not ours to judge.
+    """
+    known: dict[str, set[str]] = {}
+    for group, opts in list_opts():
+        if group is None:
+            continue
+        names = known.setdefault(group, set())
+        for opt in opts:
+            names.add(opt.dest)
+            names.update(old.name.replace("-", "_") for old in opt.deprecated_opts
+                         if old.name and old.group in (None, group))
+    ignored = []
+    for path in _config_files(conf):
+        sections: dict[str, dict[str, Any]] = {}
+        try:
+            cfg.ConfigParser(path, sections).parse()
+        except (OSError, cfg.ParseError):  # reading the files reported it already
+            continue
+        for group, keys in sections.items():
+            taken = known.get(group)
+            for key in keys:
+                if taken is None or key.replace("-", "_") in taken:
+                    continue
+                close = difflib.get_close_matches(key, taken, 1)
+                ignored.append(f"{path}: [{group}] {key} is not an option of notify-transport and is ignored"
+                               + (f" (did you mean {close[0]}?)" if close else ""))
+    return ignored
+
+
+def _config_files(conf: cfg.ConfigOpts) -> list[str]:
+    """The files ``conf`` read: ``--config-file`` ones, then each ``--config-dir``'s ``*.conf`` in name order."""
+    try:
+        files = list(conf.config_file or [])
+        dirs = list(conf.config_dir or [])
+    except (cfg.NoSuchOptError, cfg.NotInitializedError):  # a ConfigOpts never called: no files
+        return []
+    for folder in dirs:
+        files.extend(sorted(glob.glob(os.path.join(folder, "*.conf"))))
+    return files
