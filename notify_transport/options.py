@@ -11,7 +11,7 @@ import copy
 import difflib
 import glob
 import os
-from typing import Any
+from typing import Any, Iterable, Mapping
 
 from oslo_config import cfg
 
@@ -130,23 +130,16 @@ def list_opts() -> list[tuple[str | None, list[Any]]]:
     return groups
 
 
-def ignored_file_options(conf: cfg.ConfigOpts) -> list[str]:
+def ignored_file_options(conf: cfg.ConfigOpts, groups: Mapping[str, Iterable[str]] | None = None) -> list[str]:
     """What ``conf``'s files set in notify-transport's groups that no option of ours takes.
 
     oslo.config skips a key it has no option for without a word, so a misspelt
     ``producer_batch_timout`` leaves the default in force unnoticed. Each such key
-    comes back as ``FILE: [GROUP] KEY`` with the closest option name; ``[DEFAULT]``,
-    which every library of a service shares, and other groups are not ours to judge.
+    comes back as a sentence naming its file and the closest option name. ``groups``
+    maps a group to the names it takes (default: the groups of :func:`list_opts`;
+    ``[DEFAULT]``, which every library of a service shares, is not ours to judge).
     """
-    known: dict[str, set[str]] = {}
-    for group, opts in list_opts():
-        if group is None:
-            continue
-        names = known.setdefault(group, set())
-        for opt in opts:
-            names.add(opt.dest)
-            names.update(old.name.replace("-", "_") for old in opt.deprecated_opts
-                         if old.name and old.group in (None, group))
+    known = _own_groups() if groups is None else {group: set(names) for group, names in groups.items()}
     ignored = []
     for path in _config_files(conf):
         sections: dict[str, dict[str, Any]] = {}
@@ -163,6 +156,20 @@ def ignored_file_options(conf: cfg.ConfigOpts) -> list[str]:
                 ignored.append(f"{path}: [{group}] {key} is not an option of notify-transport and is ignored"
                                + (f" (did you mean {close[0]}?)" if close else ""))
     return ignored
+
+
+def _own_groups() -> dict[str, set[str]]:
+    """Each group of :func:`list_opts` but ``[DEFAULT]``, with its options' names (deprecated ones too)."""
+    known: dict[str, set[str]] = {}
+    for group, opts in list_opts():
+        if group is None:
+            continue
+        names = known.setdefault(group, set())
+        for opt in opts:
+            names.add(opt.dest)
+            names.update(old.name.replace("-", "_") for old in opt.deprecated_opts
+                         if old.name and old.group in (None, group))
+    return known
 
 
 def _config_files(conf: cfg.ConfigOpts) -> list[str]:

@@ -184,3 +184,13 @@ def test_counters_log_one_line_per_listener(caplog) -> None:
     assert "listener billing: received=5 dispatched=4 failed=1 lag=5" in caplog.text
     with pytest.raises(ValueError):
         CountersLog({}, interval=0)
+
+
+def test_a_key_of_a_listener_section_that_no_option_takes_is_logged(tmp_path, caplog) -> None:
+    conf = conf_with(tmp_path, "[listener:billing]\npol = finance\npool = audit\n")
+    with caplog.at_level("WARNING", logger="notify_transport.listeners"):
+        listener = describe(ENTRY, Plain(), conf)
+    assert listener.pool == "audit"
+    lines = [r.getMessage() for r in caplog.records]
+    assert len(lines) == 1 and "[listener:billing] pol is not an option" in lines[0]
+    assert "(did you mean pool?)" in lines[0]
