@@ -113,6 +113,16 @@ def required_url(args: argparse.Namespace, conf: cfg.ConfigOpts) -> str:
     return url
 
 
+#: The next step of a command that works on Kafka only, given a URL of another driver.
+KAFKA_URL_HINT = "give a kafka:// transport URL, such as kafka://HOST:9092/VHOST"
+
+
+def not_kafka(url: Any, what: str) -> CommandError:
+    """The error of ``what`` (a command) given ``url`` (a TransportURL) of a driver other than Kafka."""
+    return CommandError(NOT_CONFIGURED, f"{what} works on Kafka only; {url.redacted()} uses the "
+                        f"{url.transport!r} driver", KAFKA_URL_HINT)
+
+
 def _set_in_files(conf: cfg.ConfigOpts) -> set[str]:
     # [DEFAULT] transport_url defaults to rabbit://, which is not "configured"
     return {"transport_url"} if conf.transport_url != "rabbit://" else set()

@@ -252,11 +252,15 @@ def _run(args: argparse.Namespace) -> int:
     started = time.monotonic()
     from notify_transport.pipeline import caught_up, run_config
     from notify_transport.pipeline.kafka_settings import KafkaSettings
+    from notify_transport.url import TransportURL
     from notify_transport.pipeline.topics import Subscription
 
     conf = common.load_conf(args)
     url = common.required_url(args, conf)
-    settings = KafkaSettings.from_url(url, conf)
+    parsed = TransportURL.parse(conf, url)
+    if parsed.transport != "kafka":
+        raise common.not_kafka(parsed, "the pipeline")
+    settings = KafkaSettings.from_url(parsed, conf)
     subscription = Subscription(base_topics=tuple(dict.fromkeys(args.topics or ["notifications"])),
                                 vhost=settings.vhost,
                                 priorities=tuple(dict.fromkeys(args.priorities or PRIORITIES)),

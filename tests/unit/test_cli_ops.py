@@ -12,6 +12,7 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 from notify_transport.cli import main as cli_main
+from notify_transport.cli import common
 from notify_transport.cli.ops import args as cli_args
 from notify_transport.cli.common import configured_url, load_conf
 from notify_transport import times
@@ -200,6 +201,16 @@ def test_an_empty_name_is_bad_input(argv, said, capsys) -> None:
 def test_names_lose_their_surrounding_blanks() -> None:
     assert cli_args.pool_name(" billing ") == "billing"
     assert cli_args.event_type("compute.instance.create.end\n") == "compute.instance.create.end"
+
+
+@pytest.mark.parametrize("argv", [["tail"], ["topics"], ["lag"], ["replay", "--pool", "p", "--to-earliest"],
+                                  ["pipeline", "run", "--output", "out", "--once"]])
+def test_a_kafka_command_given_another_url_asks_for_a_kafka_one(argv, capsys) -> None:
+    # before: the pipeline's next step offered a rabbit:// URL, the others pointed at --help
+    assert run(*argv, "--transport-url", "rabbit://guest:guest@127.0.0.1:1/") == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "works on Kafka only" in err
+    assert err.rstrip().endswith(f"try: {common.KAFKA_URL_HINT}")
 
 
 def test_url_from_config_file_and_environment(tmp_path, monkeypatch, capsys) -> None:
@@ -525,8 +536,6 @@ def test_version_from_the_package_metadata(capsys) -> None:
 
 
 def test_user_errors_are_one_line(tmp_path, capsys) -> None:
-    from notify_transport.cli import common
-
     capsys.readouterr()
     assert run("--config-file", str(tmp_path / "missing.conf"), "lag") == 2
     err = capsys.readouterr().err
@@ -542,8 +551,6 @@ def test_user_errors_are_one_line(tmp_path, capsys) -> None:
 
 
 def test_missing_extra_says_how_to_install(monkeypatch, capsys) -> None:
-    from notify_transport.cli import common
-
     real = common.importlib.util.find_spec
     monkeypatch.setattr(common.importlib.util, "find_spec",
                         lambda name, *a: None if name == "pyspark" else real(name, *a))
@@ -559,8 +566,6 @@ def test_missing_extra_says_how_to_install(monkeypatch, capsys) -> None:
 
 def test_the_demo_without_the_embedded_extra_says_how_to_get_a_broker(monkeypatch, capsys) -> None:
     # before: "BrokerStartError: noida-db is not installed ...; try: ... report it", exit status 1
-    from notify_transport.cli import common
-
     real = common.importlib.util.find_spec
     monkeypatch.setattr(common.importlib.util, "find_spec",
                         lambda name, *a: None if name == "noida_db" else real(name, *a))

@@ -13,7 +13,7 @@ from typing import Iterator, Sequence
 
 from oslo_config import cfg
 
-from notify_transport.cli.common import load_conf, required_url
+from notify_transport.cli.common import load_conf, not_kafka, required_url
 from notify_transport.drivers.kafka import KafkaDriver, admin_config
 from notify_transport.exceptions import ConfigurationError, InvalidTarget
 from notify_transport.reading.pools import PoolAdmin
@@ -31,9 +31,7 @@ class KafkaCluster(PoolAdmin):
     def __init__(self, transport: NotificationTransport, timeout: float) -> None:
         driver = transport.driver
         if not isinstance(driver, KafkaDriver):
-            raise ConfigurationError(
-                f"this command works on Kafka only; {transport.url.redacted()} uses the "
-                f"{transport.url.transport!r} driver (give a kafka:// transport URL)")
+            raise not_kafka(transport.url, "this command")
         admin_conf = admin_config(driver.url, driver.opts)
         admin_conf["socket.connection.setup.timeout.ms"] = max(1000, int(timeout * 1000))
         super().__init__(admin_conf, timeout=timeout, logger=RDKAFKA_LOG)
