@@ -15,11 +15,15 @@ class ConfigurationError(MessagingException, ValueError):
 
 
 class InvalidTransportURL(ConfigurationError):
-    """A transport URL could not be parsed or names an unknown option."""
+    """A transport URL could not be parsed or names an unknown option.
 
-    def __init__(self, url: str, msg: str) -> None:
+    ``fix``: what to change in the URL, when the error knows (the command line's next step).
+    """
+
+    def __init__(self, url: str, msg: str, fix: str | None = None) -> None:
         super().__init__(msg)
         self.url = url
+        self.fix = fix
 
 
 class DriverLoadFailure(MessagingException):

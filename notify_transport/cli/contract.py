@@ -93,7 +93,7 @@ def classify(exc: BaseException) -> CommandError:
     if isinstance(exc, KeyboardInterrupt):
         return CommandError(INTERRUPTED, "interrupted")
     if isinstance(exc, (InvalidTransportURL, DriverLoadFailure)):
-        return CommandError(BAD_URL, str(exc))
+        return CommandError(BAD_URL, str(exc), getattr(exc, "fix", None))
     if isinstance(exc, AccessDenied):
         return CommandError(REFUSED_CREDENTIALS, str(exc))
     if isinstance(exc, BrokerUnreachable):

@@ -9,6 +9,7 @@ error that names it, so a typo never silently falls back to a default.
 from __future__ import annotations
 
 import copy
+import difflib
 import functools
 import logging
 import types
@@ -134,10 +135,13 @@ def _query_values(by_name: Mapping[str, cfg.Opt], query: Mapping[str, str], grou
     for key, raw in query.items():
         opt = by_name.get(key)
         if opt is None:
+            close = difflib.get_close_matches(key, by_name, 1)
             raise InvalidTransportURL(
                 url_for_errors,
-                f"Unknown option {key!r} in transport URL query; valid options of "
-                f"[{group}] are: {', '.join(sorted(by_name))}")
+                f"Unknown option {key!r} in transport URL query" + (
+                    f" (did you mean {close[0]}?)" if close else
+                    f"; the options of [{group}] are: {', '.join(sorted(by_name))}"),
+                f"fix the key in the URL's query: its keys are the options of [{group}]")
         try:
             if isinstance(opt, (cfg.ListOpt, cfg.MultiStrOpt)):
                 value: Any = [opt.type(v) if opt.type and not isinstance(opt, cfg.ListOpt) else v
@@ -150,7 +154,8 @@ def _query_values(by_name: Mapping[str, cfg.Opt], query: Mapping[str, str], grou
                 value = opt.type(raw)
         except (ValueError, TypeError) as exc:
             raise InvalidTransportURL(
-                url_for_errors, f"Invalid value {raw!r} for {key!r} in transport URL: {exc}") from None
+                url_for_errors, f"Invalid value {raw!r} for {key!r} in transport URL: {exc}",
+                f"fix the value of {key} in the URL's query (see its help in the configuration guide)") from None
         if opt.deprecated_for_removal:
             LOG.warning("%s: option %s in the transport URL query is deprecated: %s", url_for_errors or group,
                         key, opt.deprecated_reason)

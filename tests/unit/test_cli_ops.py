@@ -172,6 +172,21 @@ def test_bad_urls_exit_2(url, message, capsys) -> None:
     assert "secret" not in err
 
 
+@pytest.mark.parametrize("query, said, step", [
+    ("producer_batch_timout=1", "(did you mean producer_batch_timeout?)",
+     "fix the key in the URL's query: its keys are the options of [oslo_messaging_kafka]"),
+    ("zzz=1", "the options of [oslo_messaging_kafka] are: auto_offset_reset,",
+     "fix the key in the URL's query: its keys are the options of [oslo_messaging_kafka]"),
+    ("producer_batch_timeout=abc", "Invalid value 'abc' for 'producer_batch_timeout'",
+     "fix the value of producer_batch_timeout in the URL's query"),
+])
+def test_a_bad_url_query_says_what_to_fix(query, said, step, capsys) -> None:
+    # before: every URL error ended in "give a URL such as kafka://HOST:9092/VHOST or rabbit://..."
+    assert run("send", "--transport-url", f"kafka://127.0.0.1:1/?{query}", "--event-type", "e") == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and said in err and f"try: {step}" in err
+
+
 def test_tail_from_with_pool_is_a_usage_error(capsys) -> None:
     assert run("tail", "--transport-url", "kafka://127.0.0.1:1", "--pool", "p", "--from", "earliest") == 2
     assert "--from cannot be used with --pool" in capsys.readouterr().err
