@@ -61,11 +61,14 @@ def test_a_body_that_raises_ends_in_its_line_and_status(capsys: pytest.CaptureFi
 
 
 def test_the_docs_table_is_the_code_table() -> None:
-    """doc/source/cli.rst lists every kind with its exit status, in the code's order."""
+    """doc/source/cli.rst lists every kind with its exit status, what it covers and its next
+    step, as the code says them, in the code's order."""
     text = (ROOT / "doc" / "source" / "cli.rst").read_text()
     section = text[text.index(".. _error-contract:"):]
-    rows = re.findall(r"^   \* - (.+)\n     - (\d+)\n", section, re.MULTILINE)
-    assert [(name, int(status)) for name, status in rows] == [(k.name, k.status) for k in contract.KINDS]
+    rows = re.findall(r"^   \* - (.+)\n     - (\d+)\n     - (.+)\n     - (.+)\n", section, re.MULTILINE)
+    assert [(name, int(status), covers, step) for name, status, covers, step in rows] == [
+        (k.name, k.status, k.covers, k.next_step.format(prog=contract.PROG, command="COMMAND"))
+        for k in contract.KINDS]
 
 
 def test_a_next_step_a_command_wrote_is_printed_as_written() -> None:
