@@ -160,24 +160,19 @@ def _start_broker(kind: str, stack: contextlib.ExitStack) -> tuple[str, Any]:
     status 2, and says how to add it; a broker that fails to start is a failure.
     """
     from notify_transport.jvm.artifacts import JvmArtifactsError
-    from notify_transport.testing.brokers import BrokerStartError
+    from notify_transport.testing.brokers import BrokerNotInstalled, BrokerStartError
 
     if kind == "apache-kafka":
-        from notify_transport.testing.apache_kafka import ApacheKafka as Launcher, java_binary
+        from notify_transport.testing.apache_kafka import ApacheKafka as Launcher
         label = "Apache Kafka (one KRaft node)"
-        try:
-            java_binary()
-        except BrokerStartError as exc:
-            raise CommandError(MISSING_EXTRA, str(exc), f"install Java 17 or later, {OWN_BROKER}") from None
     else:
         from notify_transport.testing.brokers import NoidaBroker as Launcher  # type: ignore[assignment]
         label = "an embedded Kafka-protocol broker (noida-db)"
-        if missing_modules(["noida_db"]):
-            raise CommandError(MISSING_EXTRA, "no transport URL configured, and the broker started without one "
-                               "needs the 'embedded' extra (noida_db not installed)",
-                               f"pip install 'notify-transport[embedded]', {OWN_BROKER}")
     try:
         return label, stack.enter_context(Launcher())
+    except BrokerNotInstalled as exc:
+        raise CommandError(MISSING_EXTRA, f"no transport URL configured, and {label} cannot start: {exc.what}",
+                           f"{exc.install}, {OWN_BROKER}") from None
     except JvmArtifactsError as exc:
         raise CommandError(MISSING_EXTRA, f"Apache Kafka's jars: {exc}",
                            f"python -m notify_transport.jvm fetch apache-kafka (needs Maven), {OWN_BROKER}") from None

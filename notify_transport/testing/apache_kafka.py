@@ -25,8 +25,8 @@ from urllib.parse import quote
 
 from notify_transport.jvm import ArtifactSet, fetch
 from notify_transport.pipeline.kafka_settings import JAAS_MODULES, jaas_config
-from notify_transport.testing.brokers import (LOOPBACK, Broker, BrokerProcess, BrokerStartError, free_ports,
-                                              kafka_url, probe_admin, probe_metadata)
+from notify_transport.testing.brokers import (LOOPBACK, Broker, BrokerNotInstalled, BrokerProcess, BrokerStartError,
+                                              free_ports, kafka_url, probe_admin, probe_metadata)
 
 LOG = logging.getLogger(__name__)
 
@@ -84,8 +84,8 @@ def java_binary() -> str:
         return str(candidate)
     found = shutil.which("java")
     if not found:
-        raise BrokerStartError("Java 17 or later is needed to run Apache Kafka: "
-                               "apt-get install openjdk-17-jre-headless")
+        raise BrokerNotInstalled("Java 17 or later is needed to run Apache Kafka",
+                                 "apt-get install openjdk-17-jre-headless")
     return found
 
 
@@ -362,6 +362,7 @@ class ApacheKafka(Broker):
         stopped = [node for node in self.nodes if not node.running]
         if not stopped:
             return self
+        java_binary()  # before the jars: without Java, fetching them would be wasted
         self.classpath()
         self._each(lambda node: node.format(), stopped)
         for node in stopped:

