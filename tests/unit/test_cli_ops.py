@@ -16,7 +16,7 @@ from notify_transport.cli import common
 from notify_transport.cli.ops import args as cli_args
 from notify_transport.cli.common import configured_url, load_conf
 from notify_transport import times
-from notify_transport.cli.ops import follow, lag, replay, tail, topics
+from notify_transport.cli.ops import follow, lag, output, replay, tail, topics
 from notify_transport.cli.ops.start import parse_start
 from notify_transport.drivers.kafka import GroupInfo, Member
 from notify_transport.cli.ops.topic_kinds import TopicKind, TopicNamer
@@ -276,6 +276,19 @@ def test_progress_lines_when_not_a_terminal() -> None:
     slow.update(1)  # inside the first interval: nothing yet
     assert quiet.getvalue() == ""
 
+
+
+def test_progress_rate_is_a_whole_number_of_items_a_second(monkeypatch) -> None:
+    # before: tqdm's meter gave the rate in hundredths ("sent 5/10 (202182.74/s)")
+    out = io.StringIO()
+    progress = Progress("sent", 10, stream=out, interval=0.0)
+    monkeypatch.setattr(output.time, "monotonic", lambda: progress.started + 0.5)
+    progress.update(5)
+    progress.done(10, "waiting")
+    assert out.getvalue().splitlines() == ["sent 5/10 (10/s)", "sent 10/10 (20/s) waiting"]
+    unbounded = io.StringIO()
+    Progress("read", stream=unbounded, interval=0.0).done(7)
+    assert re.fullmatch(r"read 7 \((\d+|\?)/s\)\n", unbounded.getvalue())
 
 
 def test_quiet_progress_prints_nothing() -> None:

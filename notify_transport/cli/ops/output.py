@@ -88,12 +88,12 @@ class Progress:
         self._done = 0
 
     def _format(self, done: int, extra: str) -> str:
-        elapsed = time.monotonic() - self.started
-        layout = "{desc} {n_fmt}" + ("/{total_fmt}" if self.total is not None else "")
+        """``label done/total (rate/s) extra``: a whole number of items a second, as the
+        summary lines count them (tqdm's own meter gives hundredths, 202182.74/s)."""
+        text = f"{self.label} {done}" + (f"/{self.total}" if self.total is not None else "")
         if self.rate:
-            layout += " ({rate_noinv_fmt})"
-        text = tqdm.format_meter(done, self.total, elapsed, prefix=self.label, bar_format=layout, unit="",
-                                 unit_scale=False)
+            elapsed = time.monotonic() - self.started
+            text += f" ({done / elapsed:.0f}/s)" if elapsed > 0 else " (?/s)"
         return f"{text} {extra}" if extra else text
 
     def update(self, done: int, extra: str = "", force: bool = False) -> None:
