@@ -27,7 +27,7 @@ from notify_transport.notify.filter import NotificationFilter
 from notify_transport.notify.listener import (NotificationServer, get_batch_notification_listener,
                                               get_notification_listener)
 from notify_transport import precedence
-from notify_transport.options import NOTIFICATIONS_GROUP, ignored_file_options, register_notifier_opts
+from notify_transport.options import NOTIFICATIONS_GROUP, register_notifier_opts, warn_ignored_file_options
 from notify_transport.precedence import Source, attributes, warn_deprecated
 from notify_transport.target import Target
 from notify_transport.transport import listener_options
@@ -222,8 +222,7 @@ def describe(entry: RegisteredEntry, endpoint: Any, conf: cfg.ConfigOpts) -> Ent
     section_opts = listener_opts()
     register_opts(conf, section_opts, group)
     register_notifier_opts(conf)
-    for ignored in ignored_file_options(conf, {group: [opt.dest for opt in section_opts]}):
-        LOG.warning("%s", ignored)
+    warn_ignored_file_options(conf, {group: [opt.dest for opt in section_opts]})
     values = conf[group]
 
     driver_opts, keywords = listener_options()

@@ -10,12 +10,15 @@ from __future__ import annotations
 import copy
 import difflib
 import glob
+import logging
 import os
 from typing import Any, Iterable, Mapping
 
 from oslo_config import cfg
 
 from notify_transport.drivers.config import register_opts
+
+LOG = logging.getLogger(__name__)
 
 NOTIFICATIONS_GROUP = "oslo_messaging_notifications"
 
@@ -156,6 +159,20 @@ def ignored_file_options(conf: cfg.ConfigOpts, groups: Mapping[str, Iterable[str
                 ignored.append(f"{path}: [{group}] {key} is not an option of notify-transport and is ignored"
                                + (f" (did you mean {close[0]}?)" if close else ""))
     return ignored
+
+
+#: The lines :func:`warn_ignored_file_options` logged in this process. A service makes
+#: several transports from one configuration (RPC and notifications; ``serve``'s probe,
+#: its service and each worker), and a misspelt key deserves one warning, not one each.
+_WARNED: set[str] = set()
+
+
+def warn_ignored_file_options(conf: cfg.ConfigOpts, groups: Mapping[str, Iterable[str]] | None = None) -> None:
+    """Log each line of :func:`ignored_file_options` as a warning, once a process."""
+    for line in ignored_file_options(conf, groups):
+        if line not in _WARNED:
+            _WARNED.add(line)
+            LOG.warning("%s", line)
 
 
 def _own_groups() -> dict[str, set[str]]:

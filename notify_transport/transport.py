@@ -273,8 +273,7 @@ def _raise_failure(name: str, exc: BaseException) -> NoReturn:
 
 def _make(cls: type[Transport], conf: cfg.ConfigOpts, url: str | TransportURL | None,
           allowed_remote_exmods: Iterable[str] | None) -> Transport:
-    for ignored in options.ignored_file_options(conf):
-        LOG.warning("%s", ignored)
+    options.warn_ignored_file_options(conf)
     parsed = TransportURL.parse(conf, url)
     LOG.debug("Loading %s driver for %s", parsed.transport, parsed.redacted())
     factory = _driver_factory(parsed)

@@ -73,3 +73,14 @@ def test_a_transport_logs_each_ignored_key(tmp_path: Path, caplog) -> None:
     lines = [r.getMessage() for r in caplog.records if "is not an option" in r.getMessage()]
     assert len(lines) == 1
     assert "[oslo_messaging_notifications] topic" in lines[0] and "(did you mean topics?)" in lines[0]
+
+
+def test_each_ignored_key_is_logged_once_for_many_transports(tmp_path: Path, caplog) -> None:
+    # before: serve's probe and its service transport (and a service's RPC and notification
+    # transports, and each serve worker) logged the same warning again
+    conf = _conf(tmp_path, "[oslo_messaging_notifications]\ntopic = x\n")
+    with caplog.at_level(logging.WARNING, logger="notify_transport"):
+        for _ in range(3):
+            nt.get_notification_transport(conf, "fake://").cleanup()
+    lines = [r.getMessage() for r in caplog.records if "is not an option" in r.getMessage()]
+    assert len(lines) == 1 and "[oslo_messaging_notifications] topic" in lines[0]
