@@ -289,3 +289,50 @@ def test_the_replacement_sets_the_same_property(conf):
     # librdkafka takes a property's value as text or as a number alike
     assert int(kc.consumer_config(url, opts, "g")["queued.min.messages"]) == int(kc.consumer_config(
         url, deprecated, "g")["queued.min.messages"]) == 200
+
+
+def _librdkafka_failures(records: list[logging.LogRecord]) -> list[logging.LogRecord]:
+    return [r for r in records if r.name == kc.RDKAFKA_LOG.name and r.args and r.args[0] == "FAIL"]
+
+
+def test_a_refused_connection_is_one_warning_not_librdkafka_error_lines_too(caplog) -> None:
+    # before: librdkafka's own error line for every attempt (three a second while the broker is
+    # away) beside the producer's warning for the same failure
+    import notify_transport as nt
+    from notify_transport.testing.brokers import free_port
+    from waits import wait_until
+
+    conf = cfg.ConfigOpts()
+    conf([])
+    transport = nt.get_notification_transport(conf, f"kafka://127.0.0.1:{free_port()}?flush_timeout=0")
+    try:
+        with caplog.at_level(logging.DEBUG, logger="notify_transport"):
+            nt.Notifier(transport, "p", driver="messagingv2", topics=["t"]).info({}, "e.x", {})
+            assert wait_until(lambda: len(_librdkafka_failures(caplog.records)) >= 2)
+            assert wait_until(lambda: any(r.name.endswith(".producer") and r.levelno == logging.WARNING
+                                          for r in caplog.records))
+    finally:
+        transport.cleanup()
+    assert {r.levelno for r in _librdkafka_failures(caplog.records)} == {logging.DEBUG}
+
+
+def test_only_librdkafka_connection_failures_are_lowered() -> None:
+    records: list[logging.LogRecord] = []
+
+    class Keep(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            records.append(record)
+
+    handler = Keep()
+    kc.RDKAFKA_LOG.addHandler(handler)
+    level = kc.RDKAFKA_LOG.level
+    kc.RDKAFKA_LOG.setLevel(logging.DEBUG)
+    try:
+        # how confluent-kafka calls a client's logger: log(level, "%s [%s] %s", facility, name, text)
+        kc.RDKAFKA_LOG_BESIDE_ERROR_CB.log(logging.ERROR, "%s [%s] %s", "FAIL", "c#1", "Connect failed")
+        kc.RDKAFKA_LOG_BESIDE_ERROR_CB.log(logging.WARNING, "%s [%s] %s", "CONFWARN", "c#1", "ignored")
+    finally:
+        kc.RDKAFKA_LOG.removeHandler(handler)
+        kc.RDKAFKA_LOG.setLevel(level)
+    assert [(r.levelno, r.getMessage()) for r in records] == [
+        (logging.DEBUG, "FAIL [c#1] Connect failed"), (logging.WARNING, "CONFWARN [c#1] ignored")]

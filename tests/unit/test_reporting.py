@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 
+import pytest
 from hypothesis import given, strategies as st
 from waits import Clock
 
@@ -46,16 +47,16 @@ def test_rate_limited_log_counts_what_it_leaves_out(caplog):
 
 
 @given(st.lists(st.tuples(st.sampled_from(["event", "poll"]), st.sampled_from("ab"), st.floats(0, 25)),
-                max_size=80))
+                max_size=80), st.sampled_from([None, 25.0, 80.0]))
 def test_every_event_is_said_once_and_each_key_at_most_twice_an_interval(
-        steps: list[tuple[str, str, float]]) -> None:
+        steps: list[tuple[str, str, float]], max_interval: float | None) -> None:
     clock = Clock()
     handler = Recording()
     logger = logging.getLogger("t.ratelimit.property")
     logger.addHandler(handler)
     logger.propagate = False
     try:
-        log = RateLimitedLog(logger, interval=10.0, clock=clock)
+        log = RateLimitedLog(logger, interval=10.0, clock=clock, max_interval=max_interval)
         for n, (kind, key, pause) in enumerate(steps):
             clock.now += pause
             if kind == "event":
@@ -92,3 +93,55 @@ def test_a_burst_is_one_line_then_its_count_once_the_interval_passed(caplog) -> 
         clock.now = 30.0
         log.summarize_due()
         assert len(caplog.records) == 2
+
+
+def _outage(log: RateLimitedLog, clock: Clock, seconds: float, every: float) -> int:
+    """One failure each ``every`` seconds for ``seconds``, the owner polling between; how many."""
+    events = 0
+    end = clock.now + seconds
+    while clock.now < end:
+        log.log(logging.WARNING, "down", "broker down (%d)", events)
+        events += 1
+        clock.now += every
+        log.summarize_due()
+    return events
+
+
+@pytest.mark.parametrize("every", [0.3, 10.0])  # librdkafka's reconnect attempts; its "all brokers down"
+def test_an_outage_that_goes_on_is_logged_further_and_further_apart(every: float) -> None:
+    # before: a line a second (or one per 10 s repeat) for as long as the broker stayed away
+    clock = Clock()
+    handler = Recording()
+    logger = logging.getLogger("t.ratelimit.outage")
+    logger.addHandler(handler)
+    logger.propagate = False
+    try:
+        log = RateLimitedLog(logger, interval=1.0, clock=clock, max_interval=60.0)
+        events = _outage(log, clock, 120.0, every)
+        two_minutes = len(handler.records)
+        assert two_minutes <= 9  # 0, 1, 3, 7, 15, 31, 63 s... (10 s apart: 0, 10, 30, 70 s...)
+        events += _outage(log, clock, 600.0, every)
+        assert len(handler.records) - two_minutes <= 11  # then a line a minute
+        clock.now += 60.0  # a minute without the failure: the next outage starts at a line a second
+        log.summarize_due()
+        said = sum(map(events_said, handler.records))
+        before = len(handler.records)
+        events += _outage(log, clock, 3.0, 0.3)
+        log.summarize()
+    finally:
+        logger.removeHandler(handler)
+    assert said + sum(map(events_said, handler.records[before:])) == events  # every event counted
+    assert len(handler.records) - before >= 3  # 0, 1 s, then the count
+
+
+def test_a_fixed_rate_log_stays_at_its_interval() -> None:
+    clock = Clock()
+    handler = Recording()
+    logger = logging.getLogger("t.ratelimit.fixed")
+    logger.addHandler(handler)
+    logger.propagate = False
+    try:
+        _outage(RateLimitedLog(logger, interval=1.0, clock=clock), clock, 30.0, 0.25)
+    finally:
+        logger.removeHandler(handler)
+    assert len(handler.records) >= 29  # no max_interval: a line a second, as before

@@ -14,7 +14,7 @@ from typing import Callable
 
 from confluent_kafka import KafkaError
 
-from notify_transport.drivers.reporting import RateLimitedLog
+from notify_transport.drivers.reporting import OUTAGE_MAX_INTERVAL, RateLimitedLog
 from notify_transport.exceptions import MessagingException
 
 LOG = logging.getLogger(__name__)
@@ -43,7 +43,7 @@ class ClientErrors:
         self.last: KafkaError | None = None
         #: set from the client's error callback, raised by the next :meth:`raise_if_fatal`
         self.fatal: KafkaError | None = None
-        self._log = RateLimitedLog(LOG, clock=clock)
+        self._log = RateLimitedLog(LOG, clock=clock, max_interval=OUTAGE_MAX_INTERVAL)
 
     def on_error(self, err: KafkaError) -> None:
         """librdkafka's ``error_cb``: runs inside a poll, so it records and never raises."""

@@ -38,6 +38,27 @@ PRODUCER, CONSUMER, ADMIN = "producer", "consumer", "admin"
 #: librdkafka's own log lines go here (as the clients' ``logger``), not to stderr.
 RDKAFKA_LOG = logging.getLogger("notify_transport.drivers.kafka.librdkafka")
 
+#: librdkafka's facility for a broker connection that failed or dropped: each such line
+#: comes with the same error handed to the client's ``error_cb``.
+_CONNECTION_FAILURE = "FAIL"
+
+
+class _ConnectionFailuresAtDebug(logging.LoggerAdapter):  # type: ignore[type-arg]
+    """librdkafka's lines, its connection failures at debug: for clients whose ``error_cb``
+    logs those failures already, at most once a second per cause, where librdkafka writes
+    an error line for every attempt (three a second while a broker is down)."""
+
+    def log(self, level: int, msg: object, *args: object, **kwargs: Any) -> None:
+        # confluent-kafka calls log(level, "%s [%s] %s", facility, client name, text)
+        if level > logging.DEBUG and args and args[0] == _CONNECTION_FAILURE:
+            level = logging.DEBUG
+        super().log(level, msg, *args, **kwargs)
+
+
+#: The ``logger`` of a client whose ``error_cb`` logs connection failures (the producer's,
+#: the listener's): the same logger, without librdkafka's copy of each failure above debug.
+RDKAFKA_LOG_BESIDE_ERROR_CB = _ConnectionFailuresAtDebug(RDKAFKA_LOG, {})
+
 
 def bootstrap_servers(url: Any) -> str:
     """``host:port,...`` from the URL hosts (default port 9092), IPv6 in brackets."""

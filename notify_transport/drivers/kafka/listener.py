@@ -20,7 +20,7 @@ from confluent_kafka import KafkaException, Message
 from notify_transport.drivers import threads
 from notify_transport.drivers.base import IncomingMessage, Listener
 from notify_transport.drivers.kafka.client_errors import ClientErrors, KafkaListenerError
-from notify_transport.drivers.kafka.client_properties import RDKAFKA_LOG
+from notify_transport.drivers.kafka.client_properties import RDKAFKA_LOG_BESIDE_ERROR_CB
 from notify_transport.drivers.kafka.cluster import ClusterAdmin
 from notify_transport.drivers.kafka.delivery.commit import CommitPolicy
 from notify_transport.drivers.kafka.delivery.counters import DeliveryCounters
@@ -120,7 +120,7 @@ class KafkaListener(Listener):
             self._admin.ensure_topics(self.topics + self.retry_topics + self.dead_letter_topics)
         config = dict(self._config)
         config["error_cb"] = self.errors.on_error
-        config["logger"] = RDKAFKA_LOG
+        config["logger"] = RDKAFKA_LOG_BESIDE_ERROR_CB
         if self.policy.on_commit_result is not None:
             config["on_commit"] = self.policy.on_commit_result
         LOG.debug("%s: creating the consumer: %s", self.name, mask_properties(self._config))

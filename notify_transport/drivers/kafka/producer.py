@@ -22,9 +22,9 @@ from confluent_kafka import KafkaError, KafkaException
 
 from notify_transport.drivers import threads
 from notify_transport.drivers.base import NotificationSender
-from notify_transport.drivers.kafka.client_properties import RDKAFKA_LOG
+from notify_transport.drivers.kafka.client_properties import RDKAFKA_LOG_BESIDE_ERROR_CB
 from notify_transport.drivers.counter import Counter
-from notify_transport.drivers.reporting import RateLimitedLog
+from notify_transport.drivers.reporting import OUTAGE_MAX_INTERVAL, RateLimitedLog
 from notify_transport.exceptions import MessageDeliveryFailure
 from notify_transport.secrets import mask_properties
 
@@ -250,7 +250,7 @@ class KafkaProducer:
         config = dict(self._config)
         config["on_delivery"] = functools.partial(self._report, handle, self._on_report)
         config["error_cb"] = functools.partial(self._on_error, handle)
-        config["logger"] = RDKAFKA_LOG
+        config["logger"] = RDKAFKA_LOG_BESIDE_ERROR_CB
         if config.get("enable.idempotence") and "statistics.interval.ms" not in config:
             config["statistics.interval.ms"] = _STATS_INTERVAL_MS
             config["stats_cb"] = functools.partial(self._on_stats, handle)
@@ -587,8 +587,9 @@ class KafkaProducer:
         return held + sum(h.held() for h in list(self._old))
 
 
-#: Broker-unreachable warnings, at most one a second per producer and cause.
-_BROKER_LOG = RateLimitedLog(LOG)
+#: Broker-unreachable warnings per producer and cause: one a second at first, further apart
+#: while the broker stays away.
+_BROKER_LOG = RateLimitedLog(LOG, max_interval=OUTAGE_MAX_INTERVAL)
 
 
 class _Resend:
