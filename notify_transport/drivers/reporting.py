@@ -4,8 +4,9 @@ A broker outage can fail thousands of deliveries (or polls) at once; one line
 per event would drown the log. Each kind of failure is logged at most once per
 interval, and the next line says how many were left out; with a ``max_interval``
 the interval of a kind doubles while it keeps failing, so a long outage writes a
-few lines, not one a second. Counters elsewhere keep the exact numbers. An owner that polls calls :meth:`RateLimitedLog.summarize_due`
-as it goes, so that the count of a burst that has ended is said within an interval.
+few lines, not one a second. Counters elsewhere keep the exact numbers. An owner
+that polls calls :meth:`RateLimitedLog.summarize_due` as it goes, so that the count
+of a burst that has ended is said within an interval.
 """
 from __future__ import annotations
 

@@ -757,9 +757,12 @@ def test_a_listing_body_hands_its_rows_to_cliff(capsys) -> None:
     class Listing(commands.ModuleLister):
         module = Body
 
+    from notify_transport.cli import logs
+
     app = cli_main.NotifyTransportApp()
     app.command_manager.add_command("listing", Listing)
-    assert app.run(["listing", "-f", "csv", "--sort-column", "NAME"]) == 1
-    assert capsys.readouterr().out.splitlines() == ['"NAME","N"', '"a",2', '"b",""']
-    assert app.run(["listing", "-f", "value", "-c", "NAME"]) == 1
-    assert capsys.readouterr().out.splitlines() == ["b", "a"]
+    with logs.restored():  # app.run sets up the command line's logging, as main() does inside it
+        assert app.run(["listing", "-f", "csv", "--sort-column", "NAME"]) == 1
+        assert capsys.readouterr().out.splitlines() == ['"NAME","N"', '"a",2', '"b",""']
+        assert app.run(["listing", "-f", "value", "-c", "NAME"]) == 1
+        assert capsys.readouterr().out.splitlines() == ["b", "a"]

@@ -112,7 +112,7 @@ def test_a_run_read_by_notify_kafka_starts_spark_without_the_jvm_readers_jars(mo
 
     monkeypatch.setattr(session, "build_session", build_session)
     args = argparse.Namespace(spark_conf=[], debug=True, master="local[2]", shuffle_partitions=2, once=True,
-                              max_seconds=None, report=False)
+                              max_seconds=None, report=False, quiet=False)
     with pytest.raises(SessionNotStarted):
         pipeline_cmd._run_spark(args, None, None, PipelineConfig(output="/tmp/out", source_format=asked), backlog)
     assert asked_for["kafka_connector"] is jars and asked_for["jvm_decoder"] is jars

@@ -43,7 +43,7 @@ RDKAFKA_LOG = logging.getLogger("notify_transport.drivers.kafka.librdkafka")
 _CONNECTION_FAILURE = "FAIL"
 
 
-class _ConnectionFailuresAtDebug(logging.LoggerAdapter):  # type: ignore[type-arg]
+class _ConnectionFailuresAtDebug(logging.LoggerAdapter):
     """librdkafka's lines, its connection failures at debug: for clients whose ``error_cb``
     logs those failures already, at most once a second per cause, where librdkafka writes
     an error line for every attempt (three a second while a broker is down)."""
