@@ -2,7 +2,9 @@
 and every count is said, at the next line, as the owner polls, or as it closes."""
 from __future__ import annotations
 
+import contextlib
 import logging
+from typing import Iterator
 
 import pytest
 from hypothesis import given, strategies as st
@@ -21,6 +23,20 @@ class Recording(logging.Handler):
 
     def emit(self, record: logging.LogRecord) -> None:
         self.records.append(record)
+
+
+@contextlib.contextmanager
+def recorded(name: str) -> Iterator[Recording]:
+    """The records of logger ``name`` while the block runs, kept from the root's handlers."""
+    handler = Recording()
+    logger = logging.getLogger(name)
+    logger.addHandler(handler)
+    logger.propagate = False
+    try:
+        yield handler
+    finally:
+        logger.removeHandler(handler)
+        logger.propagate = True
 
 
 def events_said(record: logging.LogRecord) -> int:
@@ -51,12 +67,9 @@ def test_rate_limited_log_counts_what_it_leaves_out(caplog):
 def test_every_event_is_said_once_and_each_key_at_most_twice_an_interval(
         steps: list[tuple[str, str, float]], max_interval: float | None) -> None:
     clock = Clock()
-    handler = Recording()
-    logger = logging.getLogger("t.ratelimit.property")
-    logger.addHandler(handler)
-    logger.propagate = False
-    try:
-        log = RateLimitedLog(logger, interval=10.0, clock=clock, max_interval=max_interval)
+    with recorded("t.ratelimit.property") as handler:
+        log = RateLimitedLog(logging.getLogger("t.ratelimit.property"), interval=10.0, clock=clock,
+                             max_interval=max_interval)
         for n, (kind, key, pause) in enumerate(steps):
             clock.now += pause
             if kind == "event":
@@ -64,8 +77,6 @@ def test_every_event_is_said_once_and_each_key_at_most_twice_an_interval(
             else:
                 log.summarize_due()
         log.summarize()
-    finally:
-        logger.removeHandler(handler)
     for key in "ab":
         lines = [r for r in handler.records if r.getMessage().split("the last: ")[-1].startswith(f"{key}:")]
         assert sum(map(events_said, lines)) == sum(kind == "event" and k == key for kind, k, _ in steps)
@@ -111,12 +122,8 @@ def _outage(log: RateLimitedLog, clock: Clock, seconds: float, every: float) -> 
 def test_an_outage_that_goes_on_is_logged_further_and_further_apart(every: float) -> None:
     # before: a line a second (or one per 10 s repeat) for as long as the broker stayed away
     clock = Clock()
-    handler = Recording()
-    logger = logging.getLogger("t.ratelimit.outage")
-    logger.addHandler(handler)
-    logger.propagate = False
-    try:
-        log = RateLimitedLog(logger, interval=1.0, clock=clock, max_interval=60.0)
+    with recorded("t.ratelimit.outage") as handler:
+        log = RateLimitedLog(logging.getLogger("t.ratelimit.outage"), interval=1.0, clock=clock, max_interval=60.0)
         events = _outage(log, clock, 120.0, every)
         two_minutes = len(handler.records)
         assert two_minutes <= 9  # 0, 1, 3, 7, 15, 31, 63 s... (10 s apart: 0, 10, 30, 70 s...)
@@ -128,20 +135,12 @@ def test_an_outage_that_goes_on_is_logged_further_and_further_apart(every: float
         before = len(handler.records)
         events += _outage(log, clock, 3.0, 0.3)
         log.summarize()
-    finally:
-        logger.removeHandler(handler)
     assert said + sum(map(events_said, handler.records[before:])) == events  # every event counted
     assert len(handler.records) - before >= 3  # 0, 1 s, then the count
 
 
 def test_a_fixed_rate_log_stays_at_its_interval() -> None:
     clock = Clock()
-    handler = Recording()
-    logger = logging.getLogger("t.ratelimit.fixed")
-    logger.addHandler(handler)
-    logger.propagate = False
-    try:
-        _outage(RateLimitedLog(logger, interval=1.0, clock=clock), clock, 30.0, 0.25)
-    finally:
-        logger.removeHandler(handler)
+    with recorded("t.ratelimit.fixed") as handler:
+        _outage(RateLimitedLog(logging.getLogger("t.ratelimit.fixed"), interval=1.0, clock=clock), clock, 30.0, 0.25)
     assert len(handler.records) >= 29  # no max_interval: a line a second, as before
