@@ -20,7 +20,7 @@ import pika.exceptions as pex
 from pika.adapters.select_connection import IOLoop
 from pika.channel import Channel
 
-from notify_transport.drivers.rabbit import ioloop
+from notify_transport.drivers.rabbit import ioloop, pika_log
 from notify_transport.drivers.rabbit.settings import Endpoint, RabbitSettings
 from notify_transport.exceptions import AccessDenied, MessageDeliveryFailure
 
@@ -115,6 +115,7 @@ class RabbitConnection:
         with self._start_lock:
             if not self._started:
                 self._started = True
+                pika_log.install()
                 self._thread.start()
                 self.call_soon(self._io_connect)
 
@@ -265,6 +266,7 @@ class RabbitConnection:
 
     def _run(self) -> None:
         self._io_ident = threading.get_ident()
+        pika_log.mark_io_thread()  # pika's lines about our attempts: we log each one ourselves
         try:
             self._ioloop.start()
         except Exception:  # pragma: no cover - the loop itself failing is a bug
