@@ -11,7 +11,7 @@ import dataclasses
 import logging
 import sys
 import time
-from typing import Iterator, Sequence
+from typing import Callable, Iterator, Sequence
 
 from confluent_kafka import KafkaError
 
@@ -83,10 +83,10 @@ class Follower:
     """Follows ``topics`` from ``start``; ``exit_at_end`` stops once the end offsets seen at start are read."""
 
     def __init__(self, cluster: KafkaCluster, topics: Sequence[str], start: Start, refresh: float,
-                 exit_at_end: bool = False, quiet: bool = False) -> None:
+                 exit_at_end: bool = False, status: Callable[[str], None] = lambda _line: None) -> None:
         self.cluster = cluster
-        #: -q: no line when new partitions are followed
-        self.quiet = quiet
+        #: where the line about newly followed partitions goes (the command's output.status)
+        self.status = status
         self.topics = list(topics)
         self.start = start
         self.refresh = refresh
@@ -139,9 +139,9 @@ class Follower:
         except MessagingException:
             return []  # the error callback has told the state; try again at the next refresh
         self.state.answered()
-        if new and not self.quiet:
-            print(f"following {len(new)} new partition(s) of {', '.join(sorted({t for t, _ in new}))} "
-                  "from their beginning", file=sys.stderr)
+        if new:
+            self.status(f"following {len(new)} new partition(s) of {', '.join(sorted({t for t, _ in new}))} "
+                        "from their beginning")
         return new
 
     @staticmethod

@@ -254,7 +254,8 @@ def _reader_source(cluster: KafkaCluster, args: argparse.Namespace,
                    topics: list[str]) -> Iterator[Received | None] | None:
     """Records read beside the pools; None when --exit-at-end and no topic exists."""
     start = args.start or Start(LATEST)
-    follower = Follower(cluster, topics, start, args.refresh, exit_at_end=args.exit_at_end, quiet=args.quiet)
+    follower = Follower(cluster, topics, start, args.refresh, exit_at_end=args.exit_at_end,
+                        status=lambda line: status(args, line))
     try:
         # explicit offsets, resolved now: a notification sent after the line below is printed is read
         partitions, missing = follower.open()
