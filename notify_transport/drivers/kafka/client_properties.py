@@ -45,8 +45,8 @@ _CONNECTION_FAILURE = "FAIL"
 
 class _ConnectionFailuresAtDebug(logging.LoggerAdapter):
     """librdkafka's lines, its connection failures at debug: for clients whose ``error_cb``
-    logs those failures already, at most once a second per cause, where librdkafka writes
-    an error line for every attempt (three a second while a broker is down)."""
+    logs those failures already (rate limited, further apart as an outage goes on), where
+    librdkafka writes an error line for every attempt (three a second while a broker is down)."""
 
     def log(self, level: int, msg: object, *args: object, **kwargs: Any) -> None:
         # confluent-kafka calls log(level, "%s [%s] %s", facility, client name, text)
