@@ -4,7 +4,8 @@ librdkafka reports a problem two ways: through ``error_cb`` (from any poll) and
 as an error record among the records. Either may be permanent (a refused
 login, an invalid group id, a fatal client): then the listener stops with
 :class:`KafkaListenerError`. Anything else (a broker down, a leader moving) is
-retried by the client and only logged here, at most once a second per kind.
+retried by the client and only logged here, at most once a second per kind at first and
+further apart while it goes on; the client's statistics say when a broker answers again.
 """
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from typing import Callable
 
 from confluent_kafka import KafkaError
 
+from notify_transport.drivers.kafka.outage import BrokersBack
 from notify_transport.drivers.reporting import OUTAGE_MAX_INTERVAL, RateLimitedLog
 from notify_transport.exceptions import MessagingException
 
@@ -44,10 +46,13 @@ class ClientErrors:
         #: set from the client's error callback, raised by the next :meth:`raise_if_fatal`
         self.fatal: KafkaError | None = None
         self._log = RateLimitedLog(LOG, clock=clock, max_interval=OUTAGE_MAX_INTERVAL)
+        #: says when a broker answers again after all were down (fed the client's statistics)
+        self.outage = BrokersBack(name, clock=clock)
 
     def on_error(self, err: KafkaError) -> None:
         """librdkafka's ``error_cb``: runs inside a poll, so it records and never raises."""
         self.last = err
+        self.outage.on_error(err)
         if is_permanent(err):
             self.fatal = err
             LOG.error("%s: %s", self.name, err.str())

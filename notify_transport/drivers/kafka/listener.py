@@ -21,6 +21,7 @@ from notify_transport.drivers import threads
 from notify_transport.drivers.base import IncomingMessage, Listener
 from notify_transport.drivers.kafka.client_errors import ClientErrors, KafkaListenerError
 from notify_transport.drivers.kafka.client_properties import RDKAFKA_LOG_BESIDE_ERROR_CB
+from notify_transport.drivers.kafka.outage import STATS_INTERVAL_MS
 from notify_transport.drivers.kafka.cluster import ClusterAdmin
 from notify_transport.drivers.kafka.delivery.commit import CommitPolicy
 from notify_transport.drivers.kafka.delivery.counters import DeliveryCounters
@@ -121,6 +122,9 @@ class KafkaListener(Listener):
         config = dict(self._config)
         config["error_cb"] = self.errors.on_error
         config["logger"] = RDKAFKA_LOG_BESIDE_ERROR_CB
+        if "statistics.interval.ms" not in config:  # read only while all brokers are down
+            config["statistics.interval.ms"] = STATS_INTERVAL_MS
+            config["stats_cb"] = self.errors.outage.on_stats_json
         if self.policy.on_commit_result is not None:
             config["on_commit"] = self.policy.on_commit_result
         LOG.debug("%s: creating the consumer: %s", self.name, mask_properties(self._config))

@@ -12,7 +12,6 @@ doc/source/delivery.rst). The retry/dead-letter copies use :class:`KafkaProducer
 from __future__ import annotations
 
 import functools
-import json
 import logging
 import time
 from typing import TYPE_CHECKING, Any, Callable, NoReturn
@@ -23,6 +22,7 @@ from confluent_kafka import KafkaError, KafkaException
 from notify_transport.drivers import threads
 from notify_transport.drivers.base import NotificationSender
 from notify_transport.drivers.kafka.client_properties import RDKAFKA_LOG_BESIDE_ERROR_CB
+from notify_transport.drivers.kafka.outage import STATS_INTERVAL_MS, BrokersBack, parse_stats
 from notify_transport.drivers.counter import Counter
 from notify_transport.drivers.reporting import OUTAGE_MAX_INTERVAL, RateLimitedLog
 from notify_transport.exceptions import MessageDeliveryFailure
@@ -67,8 +67,6 @@ _RETIRE_TIMEOUT = 5.0
 _DEFAULT_MESSAGE_TIMEOUT_MS = 300_000
 #: librdkafka's default queue.buffering.max.messages: the most messages one client holds.
 _DEFAULT_QUEUE_MESSAGES = 100_000
-#: How often librdkafka reports its statistics (the idempotent producer's epoch count).
-_STATS_INTERVAL_MS = 1000
 #: Epoch bumps within one statistics interval that mean the broker keeps forgetting the
 #: producer id (UNKNOWN_PRODUCER_ID after every bump, e.g. a broker that restarted empty):
 #: only a new client (a new producer id) gets out of that loop.
@@ -231,6 +229,8 @@ class KafkaProducer:
         self._old: list[_Client] = []
         #: set by close(): purged messages are failed, not sent again
         self.closing = False
+        #: says when a broker answers again after all were down
+        self._outage = BrokersBack(f"Kafka producer for {name}")
 
     def __repr__(self) -> str:
         return f"<KafkaProducer {self.name}>"
@@ -251,8 +251,8 @@ class KafkaProducer:
         config["on_delivery"] = functools.partial(self._report, handle, self._on_report)
         config["error_cb"] = functools.partial(self._on_error, handle)
         config["logger"] = RDKAFKA_LOG_BESIDE_ERROR_CB
-        if config.get("enable.idempotence") and "statistics.interval.ms" not in config:
-            config["statistics.interval.ms"] = _STATS_INTERVAL_MS
+        if "statistics.interval.ms" not in config:
+            config["statistics.interval.ms"] = STATS_INTERVAL_MS
             config["stats_cb"] = functools.partial(self._on_stats, handle)
         LOG.debug("Creating Kafka producer for %s: %s", self.name, mask_properties(self._config))
         try:
@@ -405,6 +405,7 @@ class KafkaProducer:
         return None
 
     def _on_error(self, handle: _Client, err: KafkaError) -> None:
+        self._outage.on_error(err)
         if err.fatal():
             # the thread that polled retires the client once its poll returns
             self._condemn(handle, err)
@@ -416,14 +417,17 @@ class KafkaProducer:
             LOG.warning("Kafka producer for %s: %s", self.name, err.str())
 
     def _on_stats(self, handle: _Client, stats_json: str) -> None:
-        """Watch the idempotent producer's epoch (librdkafka's documented ``eos`` statistics).
+        """Say the end of an outage (:class:`~.outage.BrokersBack`), and watch the idempotent
+        producer's epoch (librdkafka's documented ``eos`` statistics).
 
         A broker answering UNKNOWN_PRODUCER_ID to every bumped epoch (one that
         restarted without its producer state) makes librdkafka bump again and
         again until the messages time out; a new client gets a new producer id.
         """
+        stats = parse_stats(stats_json)
+        self._outage.on_stats(stats)
         try:
-            eos = json.loads(stats_json).get("eos", {})
+            eos = stats.get("eos", {})
             current = (int(eos["producer_id"]), int(eos["producer_epoch"]))
         except (ValueError, TypeError, KeyError, AttributeError):
             return
