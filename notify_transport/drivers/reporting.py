@@ -21,6 +21,27 @@ from notify_transport.drivers import threads
 OUTAGE_MAX_INTERVAL = 60.0
 
 
+class _Kind:
+    """What :class:`RateLimitedLog` remembers of one key."""
+
+    __slots__ = ("said_at", "left_out", "level", "fmt", "args", "interval", "last_event")
+
+    def __init__(self, now: float, level: int, fmt: str, args: tuple[Any, ...], interval: float,
+                 last_event: float) -> None:
+        #: when its last line was written, and how many events came since without one
+        self.said_at = now
+        self.left_out = 0
+        #: the last event's line, said in the summary of those left out
+        self.level, self.fmt, self.args = level, fmt, args
+        #: how long after ``said_at`` the next line may come
+        self.interval = interval
+        self.last_event = last_event
+
+    def say_left_out(self, log: logging.Logger) -> None:
+        log.log(self.level, "%d more not logged one by one; the last: " + self.fmt,
+                self.left_out, *self.args)
+
+
 class RateLimitedLog:
     """``log(level, key, fmt, *args)``: at most one line per ``key`` and interval.
 
@@ -36,28 +57,26 @@ class RateLimitedLog:
         self.interval = interval
         self.max_interval = interval if max_interval is None else max(interval, max_interval)
         self._clock = clock
-        # key -> [time of the last line, repeats left out since, level, fmt, args,
-        #         the key's interval, time of its last event]
-        self._seen: dict[Hashable, list[Any]] = {}
+        self._seen: dict[Hashable, _Kind] = {}
         self._lock = threads.Lock()
 
-    def _next_interval(self, entry: list[Any] | None, now: float) -> float:
-        """The interval after a line for ``entry`` at ``now``: longer while its failure goes on."""
-        if entry is None or now - entry[6] >= self.max_interval:
+    def _next_interval(self, kind: _Kind | None, now: float) -> float:
+        """The interval after a line for ``kind`` at ``now``: longer while its failure goes on."""
+        if kind is None or now - kind.last_event >= self.max_interval:
             return self.interval
-        return min(max(entry[5], now - entry[0]) * 2, self.max_interval)
+        return min(max(kind.interval, now - kind.said_at) * 2, self.max_interval)
 
     def log(self, level: int, key: Hashable, fmt: str, *args: Any) -> None:
         now = self._clock()
         with self._lock:
-            entry = self._seen.get(key)
-            if entry is not None and now - entry[0] < entry[5] and now - entry[6] < self.max_interval:
-                entry[1] += 1
-                entry[2:5] = [level, fmt, args]
-                entry[6] = now
+            kind = self._seen.get(key)
+            if kind is not None and now - kind.said_at < kind.interval \
+                    and now - kind.last_event < self.max_interval:
+                kind.left_out += 1
+                kind.level, kind.fmt, kind.args, kind.last_event = level, fmt, args, now
                 return
-            left_out = entry[1] if entry is not None else 0
-            self._seen[key] = [now, 0, level, fmt, args, self._next_interval(entry, now), now]
+            left_out = kind.left_out if kind is not None else 0
+            self._seen[key] = _Kind(now, level, fmt, args, self._next_interval(kind, now), now)
         if left_out:
             self._log.log(level, fmt + " (and %d more like it since the last report)",
                           *args, left_out)
@@ -67,9 +86,10 @@ class RateLimitedLog:
     def summarize(self) -> None:
         """Log the repeats that were left out and not yet reported, then forget them."""
         with self._lock:
-            entries = [e for e in self._seen.values() if e[1]]
+            kinds = [k for k in self._seen.values() if k.left_out]
             self._seen.clear()
-        self._say_left_out(entries)
+        for kind in kinds:
+            kind.say_left_out(self._log)
 
     def summarize_due(self) -> None:
         """Log the repeats left out of each key whose last line is an interval old or more.
@@ -81,16 +101,14 @@ class RateLimitedLog:
         now = self._clock()
         due = []
         with self._lock:
-            for key, entry in list(self._seen.items()):
-                if now - entry[0] < entry[5]:
+            for key, kind in list(self._seen.items()):
+                if now - kind.said_at < kind.interval:
                     continue
-                if entry[1]:
-                    due.append(entry)
-                    self._seen[key] = [now, 0, *entry[2:5], self._next_interval(entry, now), entry[6]]
-                elif now - entry[6] >= self.max_interval:  # quiet long enough: the next line starts over
+                if kind.left_out:
+                    due.append(kind)
+                    self._seen[key] = _Kind(now, kind.level, kind.fmt, kind.args,
+                                            self._next_interval(kind, now), kind.last_event)
+                elif now - kind.last_event >= self.max_interval:  # quiet long enough: start over
                     del self._seen[key]
-        self._say_left_out(due)
-
-    def _say_left_out(self, entries: list[list[Any]]) -> None:
-        for _, left_out, level, fmt, args, *_ in entries:
-            self._log.log(level, "%d more not logged one by one; the last: " + fmt, left_out, *args)
+        for kind in due:
+            kind.say_left_out(self._log)

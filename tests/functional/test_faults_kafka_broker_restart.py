@@ -1,4 +1,5 @@
-"""The broker restarted while a notifier sends (acks=all, idempotence): 0 lost, 0 duplicated.
+"""The broker restarted while a notifier sends (acks=all, idempotence): 0 lost, 0 duplicated,
+and the outage's end said once in the log.
 
 Apache Kafka and noida-db keep their data across a restart. The broker is one
 of this test's own, so the session's main broker is not disturbed.
@@ -17,6 +18,7 @@ from __future__ import annotations
 import collections
 import json
 import logging
+import re
 import threading
 import time
 
@@ -34,6 +36,7 @@ COUNT = 3000
 def test_restart_while_sending_loses_and_duplicates_nothing(own_kafka, kafka_conf, unique_topic,
                                                              caplog):
     caplog.set_level(logging.WARNING, "notify_transport")
+    caplog.set_level(logging.INFO, "notify_transport.drivers.kafka.outage")
     topic = unique_topic("restart")
     url = own_kafka.url(topic_partitions=2)
     transport = notify_transport.get_notification_transport(kafka_conf, url)
@@ -76,6 +79,14 @@ def test_restart_while_sending_loses_and_duplicates_nothing(own_kafka, kafka_con
     assert stats == {"sent": COUNT, "delivered": COUNT, "failed": 0, "pending": 0}, stats
     assert len(sent_while_down) > 100  # sends really happened during the outage
     assert not [r for r in caplog.records if "fatal" in r.getMessage().lower()]
+    # the end of the outage is said once, with its length (the producer's statistics come
+    # once a second, so the line may follow the flush by that much)
+    deadline = time.monotonic() + 10
+    while not (said := _back_lines(caplog)) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert len(said) == 1, said
+    seconds = int(re.search(r"again, (\d+)s after", said[0]).group(1))
+    assert seconds - 0.5 <= time.monotonic() - stopped_at, said   # said in whole seconds
 
     reader = read_topic(driver, f"{topic}.info", "earliest", until_end=True)
     try:
@@ -89,3 +100,9 @@ def test_restart_while_sending_loses_and_duplicates_nothing(own_kafka, kafka_con
     print(f"\nbroker down for {down_for:.1f}s, {len(sent_while_down)} sent meanwhile; "
           f"read back {len(ids)} of {COUNT}, lost {len(lost)}, duplicated {len(duplicated)}")
     assert lost == [] and duplicated == [] and len(ids) == COUNT
+
+
+def _back_lines(caplog: pytest.LogCaptureFixture) -> list[str]:
+    """The producer's lines saying it reached a broker again after all were down."""
+    return [m for m in (r.getMessage() for r in caplog.records)
+            if m.startswith("Kafka producer for") and "connected to a broker again" in m]

@@ -61,6 +61,9 @@ def test_targets_check_each_kind():
     assert report.Target("vs_raw_min", 0.5).check(49, None, 100) is False
     assert report.Target("vs_oslo_max", 0.5).check(1.0, 2.0, None) is True
     assert report.Target("vs_oslo_max", 0.5).check(1.1, 2.0, None) is False
+    assert report.Target("vs_raw_max", 2).check(4.0, None, 2.0) is True
+    assert report.Target("vs_raw_max", 2).check(4.1, None, 2.0) is False
+    assert report.Target("vs_raw_max", 2).check(4.1, None, None) is None
     assert report.Target("abs_max", 10).check(9.9, None, None) is True
     assert report.Target("abs_max", 10).check(10.1, None, None) is False
     assert report.Target("vs_oslo_min", 10).check(100, None, None) is None
@@ -69,7 +72,7 @@ def test_targets_check_each_kind():
 def _results():
     return {
         "kafka_send": {"ours": {"rate": 120_000.0, "cpu_us_per_msg": 8.0}, "oslo": {"rate": 10_000.0},
-                       "raw": {"rate": 200_000.0}},
+                       "raw": {"rate": 200_000.0, "cpu_us_per_msg": 5.0}},
         "kafka_listen_p1": {"ours": {"rate": 50_000.0}, "oslo": {"rate": 10_000.0},
                             "raw": {"rate": 300_000.0, "decode_rate": 200_000.0}},
         "kafka_e2e": {"ours": {"p50_ms": 1.0, "p99_ms": 12.0}, "oslo": {"error": "boom"},
@@ -83,6 +86,8 @@ def test_evaluate_gives_ratios_and_verdicts():
     send = rows[("kafka_send", "Kafka notify send (delivered)")]
     assert send.vs_oslo == pytest.approx(12.0) and send.vs_raw == pytest.approx(0.6)
     assert send.verdict == "PASS"
+    cpu = rows[("kafka_send", "  CPU time per notification sent")]
+    assert cpu.vs_raw == pytest.approx(1.6) and cpu.verdict == "PASS"   # at most 2x raw's CPU
     listen = rows[("kafka_listen_p1", "Kafka listener dispatch, 1 partition")]
     assert listen.verdict == "FAIL"            # 5x oslo, 0.17 raw
     p99 = rows[("kafka_e2e", "Kafka e2e latency p99 @500/s")]
@@ -106,7 +111,8 @@ def test_missing_number_is_not_judged():
     rows = report.evaluate({"kafka_send": {"ours": {"rate": 5.0}, "oslo": {"error": "x"},
                                            "raw": {"rate": 10.0}}})
     assert rows[0].verdict == "N/A"
-    assert report.summary_counts(rows) == {"PASS": 0, "FAIL": 0, "N/A": 1}
+    # neither the rate (no oslo number) nor the CPU (no numbers) can be judged
+    assert report.summary_counts(rows) == {"PASS": 0, "FAIL": 0, "N/A": 2}
 
 
 def test_table_and_markdown_show_every_row():
@@ -115,7 +121,7 @@ def test_table_and_markdown_show_every_row():
     lines = table.splitlines()
     assert lines[0].split()[:5] == ["measure", "unit", "ours", "oslo", "raw"]
     assert "120,000" in table and "12.0x" in table and "0.60x" in table
-    assert table.count("PASS") == 2 and table.count("FAIL") == 2
+    assert table.count("PASS") == 3 and table.count("FAIL") == 2
     assert "CPU time per notification sent" in table
     assert "notes:" in table and "oslo: boom" in table
     md = report.format_markdown(rows)
@@ -128,7 +134,7 @@ def test_json_document_round_trips(tmp_path):
     path = report.write_json(str(tmp_path / "deep" / "out.json"), doc)
     loaded = json.loads(open(path).read())
     assert loaded["meta"] == {"run_id": "x"}
-    assert loaded["summary"] == {"PASS": 2, "FAIL": 2, "N/A": 0}
+    assert loaded["summary"] == {"PASS": 3, "FAIL": 2, "N/A": 0}
     assert loaded["results"]["kafka_send"]["ours"]["rate"] == 120_000.0
     assert {r["verdict"] for r in loaded["rows"]} == {"PASS", "FAIL", "-"}
     assert not os.path.exists(path + ".tmp")

@@ -6,9 +6,11 @@ import json
 import logging
 
 from confluent_kafka import KafkaError
-from waits import Clock
+from waits import Clock, wait_until
 
+from notify_transport.drivers.kafka import outage, producer as producer_module
 from notify_transport.drivers.kafka.outage import BrokersBack, parse_stats
+from notify_transport.drivers.reporting import OUTAGE_MAX_INTERVAL, RateLimitedLog
 
 #: librdkafka's statistics, cut to what is read: each broker's connection state
 DOWN = {"brokers": {"127.0.0.1:9092/bootstrap": {"state": "CONNECT", "nodeid": -1},
@@ -70,3 +72,53 @@ def test_a_producer_says_when_its_broker_is_back_without_idempotence_too(monkeyp
     producer.close()
     (line,) = _lines(caplog)
     assert line.startswith("Kafka producer for kafka://x: connected to a broker again, ")
+
+
+def test_a_producer_counts_the_broker_warnings_it_left_out_once_their_interval_is_over(
+        monkeypatch, caplog) -> None:
+    # before: the backed-off warning's last interval was never counted in the log
+    from kafka_fake_producer import FakeClient, install, send
+
+    from notify_transport.drivers.kafka.producer import NotificationProducer
+
+    clients = install(monkeypatch, FakeClient)
+    producer = NotificationProducer({"bootstrap.servers": "x"}, 1.0, 0.2, "kafka://x")
+    clock = Clock(0.0)
+    producer.client._broker_log = RateLimitedLog(producer_module.LOG, clock=clock,
+                                                 max_interval=OUTAGE_MAX_INTERVAL)
+    send(producer, "t.info", b"v")
+    error_cb = clients[0].config["error_cb"]
+    with caplog.at_level(logging.WARNING, logger=producer_module.LOG.name):
+        for _ in range(5):  # an outage's errors within one interval: one line, four left out
+            error_cb(KafkaError(KafkaError._ALL_BROKERS_DOWN, "1/1 brokers are down"))
+        clock.now = 1.5  # the broker is back: no more errors, the interval is over
+        assert wait_until(lambda: len(caplog.records) == 2, timeout=5)
+    lines = [r.getMessage() for r in caplog.records]
+    clients[0].confirm(1)
+    producer.close()
+    assert lines == ["Kafka producer for kafka://x: 1/1 brokers are down",
+                     "4 more not logged one by one; the last: Kafka producer for kafka://x: "
+                     "1/1 brokers are down"]
+
+
+def test_a_producer_without_idempotence_reads_its_statistics_only_during_an_outage(monkeypatch) -> None:
+    from kafka_fake_producer import FakeClient, install, send
+
+    from notify_transport.drivers.kafka.producer import NotificationProducer
+
+    parsed: list[str] = []
+    monkeypatch.setattr(producer_module, "parse_stats",
+                        lambda text: parsed.append(text) or outage.parse_stats(text))
+    clients = install(monkeypatch, FakeClient)
+    producer = NotificationProducer({"bootstrap.servers": "x", "enable.idempotence": False}, 1.0, 0.2,
+                                    "kafka://x")
+    send(producer, "t.info", b"v")
+    config = clients[0].config
+    config["stats_cb"](json.dumps(UP))
+    assert parsed == []
+    config["error_cb"](KafkaError(KafkaError._ALL_BROKERS_DOWN))
+    config["stats_cb"](json.dumps(DOWN))
+    config["stats_cb"](json.dumps(UP))   # the end of the outage
+    config["stats_cb"](json.dumps(UP))
+    producer.close()
+    assert parsed == [json.dumps(DOWN), json.dumps(UP)]

@@ -173,6 +173,25 @@ class _Client:
         bound: confirmations are not reported when only errors are)."""
         return max(0, self.queued.value - self.settled.value)
 
+    def epoch_storm(self, stats: dict[str, Any]) -> KafkaError | None:
+        """A fatal error when the idempotent producer's epoch (librdkafka's documented ``eos``
+        statistics) went up :data:`_EPOCH_BUMP_STORM` times or more since the last report.
+
+        A broker answering UNKNOWN_PRODUCER_ID to every bumped epoch (one that restarted
+        without its producer state) makes librdkafka bump again and again until the
+        messages time out; a new client gets a new producer id.
+        """
+        try:
+            eos = stats.get("eos", {})
+            current = (int(eos["producer_id"]), int(eos["producer_epoch"]))
+        except (ValueError, TypeError, KeyError, AttributeError):
+            return None
+        last, self.epochs = self.epochs, current
+        if last is None or last[0] != current[0] or current[1] - last[1] < _EPOCH_BUMP_STORM:
+            return None
+        return KafkaError(KafkaError._FATAL, f"the idempotent producer bumped its epoch {current[1] - last[1]} "
+                          "times in a row: the broker does not keep its producer id", fatal=True)
+
     def messages(self) -> int:
         """The messages the client holds: the callbacks waiting are served, then counted out.
 
@@ -231,6 +250,12 @@ class KafkaProducer:
         self.closing = False
         #: says when a broker answers again after all were down
         self._outage = BrokersBack(f"Kafka producer for {name}")
+        #: broker-unreachable warnings per cause: one a second at first, further apart while
+        #: the broker stays away; the count of the last interval is said once it is over
+        self._broker_log = RateLimitedLog(LOG, max_interval=OUTAGE_MAX_INTERVAL)
+        #: librdkafka's statistics are read for the idempotent producer's epoch at every
+        #: report, and otherwise only while an outage lasts
+        self._watch_epochs = str(self._config.get("enable.idempotence", "")).lower() in ("true", "1")
 
     def __repr__(self) -> str:
         return f"<KafkaProducer {self.name}>"
@@ -274,6 +299,7 @@ class KafkaProducer:
         while not handle.stop.is_set():
             try:
                 client.poll(_REPORT_POLL_INTERVAL)
+                self._broker_log.summarize_due()
                 if self._on_idle is not None:
                     self._on_idle()
             except RuntimeError:  # closed under us
@@ -411,31 +437,21 @@ class KafkaProducer:
             self._condemn(handle, err)
         elif err.code() in (KafkaError._ALL_BROKERS_DOWN, KafkaError._TRANSPORT,
                             KafkaError._RESOLVE):
-            _BROKER_LOG.log(logging.WARNING, (self.name, err.code()), "Kafka producer for %s: %s",
-                            self.name, err.str())
+            self._broker_log.log(logging.WARNING, err.code(), "Kafka producer for %s: %s",
+                                 self.name, err.str())
         else:
             LOG.warning("Kafka producer for %s: %s", self.name, err.str())
 
     def _on_stats(self, handle: _Client, stats_json: str) -> None:
-        """Say the end of an outage (:class:`~.outage.BrokersBack`), and watch the idempotent
-        producer's epoch (librdkafka's documented ``eos`` statistics).
-
-        A broker answering UNKNOWN_PRODUCER_ID to every bumped epoch (one that
-        restarted without its producer state) makes librdkafka bump again and
-        again until the messages time out; a new client gets a new producer id.
-        """
+        """Say the end of an outage (:class:`~.outage.BrokersBack`), and replace a client whose
+        idempotent producer keeps bumping its epoch (:meth:`_Client.epoch_storm`)."""
+        if not self._watch_epochs and self._outage.down_since is None:
+            return
         stats = parse_stats(stats_json)
         self._outage.on_stats(stats)
-        try:
-            eos = stats.get("eos", {})
-            current = (int(eos["producer_id"]), int(eos["producer_epoch"]))
-        except (ValueError, TypeError, KeyError, AttributeError):
-            return
-        last, handle.epochs = handle.epochs, current
-        if last is not None and last[0] == current[0] and current[1] - last[1] >= _EPOCH_BUMP_STORM:
-            self._condemn(handle, KafkaError(
-                KafkaError._FATAL, f"the idempotent producer bumped its epoch {current[1] - last[1]} "
-                "times in a row: the broker does not keep its producer id", fatal=True))
+        storm = handle.epoch_storm(stats)
+        if storm is not None:
+            self._condemn(handle, storm)
 
     def produce(self, topic: str, value: Any, key: Any = None,
                 headers: list[tuple[str, bytes]] | None = None, on_delivery: Report | None = None,
@@ -514,6 +530,7 @@ class KafkaProducer:
         client = handle.client if handle is not None else None
         if handle is not None and client is not None:
             self._serve_on(handle, client.poll, timeout)
+        self._broker_log.summarize_due()
         if self._old:
             self._retire_condemned()
 
@@ -589,11 +606,6 @@ class KafkaProducer:
         current = self._current
         held = current.held() if current is not None else 0
         return held + sum(h.held() for h in list(self._old))
-
-
-#: Broker-unreachable warnings per producer and cause: one a second at first, further apart
-#: while the broker stays away.
-_BROKER_LOG = RateLimitedLog(LOG, max_interval=OUTAGE_MAX_INTERVAL)
 
 
 class _Resend:
