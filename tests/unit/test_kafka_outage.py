@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import logging
 
+import pytest
 from confluent_kafka import KafkaError
 from waits import Clock, wait_until
 
@@ -74,9 +75,11 @@ def test_a_producer_says_when_its_broker_is_back_without_idempotence_too(monkeyp
     assert line.startswith("Kafka producer for kafka://x: connected to a broker again, ")
 
 
-def test_a_producer_counts_the_broker_warnings_it_left_out_once_their_interval_is_over(
-        monkeypatch, caplog) -> None:
-    # before: the backed-off warning's last interval was never counted in the log
+@pytest.mark.parametrize("code", [KafkaError._ALL_BROKERS_DOWN, KafkaError._AUTHENTICATION])
+def test_a_producer_counts_the_warnings_it_left_out_once_their_interval_is_over(
+        monkeypatch, caplog, code) -> None:
+    # before: the backed-off warning's last interval was never counted in the log, and a
+    # refused login (retried by librdkafka at each reconnect) was a line each time
     from kafka_fake_producer import FakeClient, install, send
 
     from notify_transport.drivers.kafka.producer import NotificationProducer
@@ -84,21 +87,21 @@ def test_a_producer_counts_the_broker_warnings_it_left_out_once_their_interval_i
     clients = install(monkeypatch, FakeClient)
     producer = NotificationProducer({"bootstrap.servers": "x"}, 1.0, 0.2, "kafka://x")
     clock = Clock(0.0)
-    producer.client._broker_log = RateLimitedLog(producer_module.LOG, clock=clock,
+    producer.client._errors_log = RateLimitedLog(producer_module.LOG, clock=clock,
                                                  max_interval=OUTAGE_MAX_INTERVAL)
     send(producer, "t.info", b"v")
     error_cb = clients[0].config["error_cb"]
     with caplog.at_level(logging.WARNING, logger=producer_module.LOG.name):
         for _ in range(5):  # an outage's errors within one interval: one line, four left out
-            error_cb(KafkaError(KafkaError._ALL_BROKERS_DOWN, "1/1 brokers are down"))
+            error_cb(KafkaError(code, "what librdkafka said"))
         clock.now = 1.5  # the broker is back: no more errors, the interval is over
         assert wait_until(lambda: len(caplog.records) == 2, timeout=5)
     lines = [r.getMessage() for r in caplog.records]
     clients[0].confirm(1)
     producer.close()
-    assert lines == ["Kafka producer for kafka://x: 1/1 brokers are down",
+    assert lines == ["Kafka producer for kafka://x: what librdkafka said",
                      "4 more not logged one by one; the last: Kafka producer for kafka://x: "
-                     "1/1 brokers are down"]
+                     "what librdkafka said"]
 
 
 def test_a_producer_without_idempotence_reads_its_statistics_only_during_an_outage(monkeypatch) -> None:

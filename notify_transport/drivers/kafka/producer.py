@@ -250,9 +250,10 @@ class KafkaProducer:
         self.closing = False
         #: says when a broker answers again after all were down
         self._outage = BrokersBack(f"Kafka producer for {name}")
-        #: broker-unreachable warnings per cause: one a second at first, further apart while
-        #: the broker stays away; the count of the last interval is said once it is over
-        self._broker_log = RateLimitedLog(LOG, max_interval=OUTAGE_MAX_INTERVAL)
+        #: the client's warnings (error_cb), per cause: one a second at first, further apart
+        #: while the cause stays (a broker away, a refused login); the count of the last
+        #: interval is said once it is over
+        self._errors_log = RateLimitedLog(LOG, max_interval=OUTAGE_MAX_INTERVAL)
         #: librdkafka's statistics are read for the idempotent producer's epoch at every
         #: report, and otherwise only while an outage lasts
         self._watch_epochs = str(self._config.get("enable.idempotence", "")).lower() in ("true", "1")
@@ -299,7 +300,7 @@ class KafkaProducer:
         while not handle.stop.is_set():
             try:
                 client.poll(_REPORT_POLL_INTERVAL)
-                self._broker_log.summarize_due()
+                self._errors_log.summarize_due()
                 if self._on_idle is not None:
                     self._on_idle()
             except RuntimeError:  # closed under us
@@ -435,12 +436,9 @@ class KafkaProducer:
         if err.fatal():
             # the thread that polled retires the client once its poll returns
             self._condemn(handle, err)
-        elif err.code() in (KafkaError._ALL_BROKERS_DOWN, KafkaError._TRANSPORT,
-                            KafkaError._RESOLVE):
-            self._broker_log.log(logging.WARNING, err.code(), "Kafka producer for %s: %s",
+        else:  # librdkafka retries: said again only as the backed-off log allows
+            self._errors_log.log(logging.WARNING, err.code(), "Kafka producer for %s: %s",
                                  self.name, err.str())
-        else:
-            LOG.warning("Kafka producer for %s: %s", self.name, err.str())
 
     def _on_stats(self, handle: _Client, stats_json: str) -> None:
         """Say the end of an outage (:class:`~.outage.BrokersBack`), and replace a client whose
@@ -530,7 +528,7 @@ class KafkaProducer:
         client = handle.client if handle is not None else None
         if handle is not None and client is not None:
             self._serve_on(handle, client.poll, timeout)
-        self._broker_log.summarize_due()
+        self._errors_log.summarize_due()
         if self._old:
             self._retire_condemned()
 
