@@ -110,8 +110,12 @@ def test_a_producer_without_idempotence_reads_its_statistics_only_during_an_outa
     from notify_transport.drivers.kafka.producer import NotificationProducer
 
     parsed: list[str] = []
-    monkeypatch.setattr(producer_module, "parse_stats",
-                        lambda text: parsed.append(text) or outage.parse_stats(text))
+    def recorded(text: str) -> dict:
+        parsed.append(text)
+        return parse_stats(text)
+
+    for module in (producer_module, outage):   # wherever the producer has them parsed
+        monkeypatch.setattr(module, "parse_stats", recorded)
     clients = install(monkeypatch, FakeClient)
     producer = NotificationProducer({"bootstrap.servers": "x", "enable.idempotence": False}, 1.0, 0.2,
                                     "kafka://x")

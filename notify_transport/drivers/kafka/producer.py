@@ -254,9 +254,6 @@ class KafkaProducer:
         #: while the cause stays (a broker away, a refused login); the count of the last
         #: interval is said once it is over
         self._errors_log = RateLimitedLog(LOG, max_interval=OUTAGE_MAX_INTERVAL)
-        #: librdkafka's statistics are read for the idempotent producer's epoch at every
-        #: report, and otherwise only while an outage lasts
-        self._watch_epochs = str(self._config.get("enable.idempotence", "")).lower() in ("true", "1")
 
     def __repr__(self) -> str:
         return f"<KafkaProducer {self.name}>"
@@ -279,7 +276,11 @@ class KafkaProducer:
         config["logger"] = RDKAFKA_LOG_BESIDE_ERROR_CB
         if "statistics.interval.ms" not in config:
             config["statistics.interval.ms"] = STATS_INTERVAL_MS
-            config["stats_cb"] = functools.partial(self._on_stats, handle)
+            # the idempotent producer's epoch is read at every report; otherwise the statistics
+            # are parsed only while an outage lasts
+            idempotent = str(config.get("enable.idempotence", "")).lower() in ("true", "1")
+            config["stats_cb"] = (functools.partial(self._on_stats, handle) if idempotent
+                                  else self._outage.on_stats_json)
         LOG.debug("Creating Kafka producer for %s: %s", self.name, mask_properties(self._config))
         try:
             handle.client = confluent_kafka.Producer(config)
@@ -441,10 +442,9 @@ class KafkaProducer:
                                  self.name, err.str())
 
     def _on_stats(self, handle: _Client, stats_json: str) -> None:
-        """Say the end of an outage (:class:`~.outage.BrokersBack`), and replace a client whose
-        idempotent producer keeps bumping its epoch (:meth:`_Client.epoch_storm`)."""
-        if not self._watch_epochs and self._outage.down_since is None:
-            return
+        """The idempotent producer's statistics: say the end of an outage
+        (:class:`~.outage.BrokersBack`), and replace a client that keeps bumping its epoch
+        (:meth:`_Client.epoch_storm`)."""
         stats = parse_stats(stats_json)
         self._outage.on_stats(stats)
         storm = handle.epoch_storm(stats)
