@@ -10,6 +10,8 @@ appears in neither the error nor the log.
 from __future__ import annotations
 
 import logging
+import math
+import time
 
 import pytest
 
@@ -21,6 +23,10 @@ from session_brokers import SECURE_PASSWORD, SECURE_USER
 from waits import wait_until
 
 pytestmark = [pytest.mark.functional]
+
+#: librdkafka's own lines, and the producer's.
+RDKAFKA = "notify_transport.drivers.kafka.librdkafka"
+PRODUCER = "notify_transport.drivers.kafka.producer"
 
 
 def test_notifications_travel_over_sasl_and_tls(apache_kafka, kafka_conf, unique_topic):
@@ -59,3 +65,34 @@ def test_a_wrong_password_fails_the_start_with_the_cause_and_without_the_secret(
         assert not [r for r in caplog.records if wrong in r.getMessage() or SECURE_PASSWORD in r.getMessage()]
     finally:
         transport.cleanup()
+
+
+def test_a_login_refused_at_every_reconnect_is_logged_further_and_further_apart(
+        apache_kafka, kafka_conf, unique_topic, caplog):
+    """librdkafka reports a refused login again at each reconnect (its own copy of each at
+    debug, facility FAIL); the producer says it at most once per back-off interval (1, 2,
+    4 ... s), each line with the count of those it left out. A fast reconnect makes the
+    difference show in seconds: before, every report was a warning line of its own."""
+    caplog.set_level(logging.DEBUG, logger="notify_transport.drivers.kafka")
+    transport = notify_transport.get_notification_transport(
+        kafka_conf, apache_kafka.secure_url(SECURE_USER, password="not-" + SECURE_PASSWORD,
+                                            producer_config="reconnect.backoff.ms:20,reconnect.backoff.max.ms:50"))
+
+    def reports() -> list:
+        return [r for r in caplog.records if r.name == RDKAFKA and r.levelno == logging.DEBUG
+                and r.args and r.args[0] == "FAIL"]
+    started = time.monotonic()
+    try:
+        notifier = notify_transport.Notifier(transport, publisher_id="refused.test", driver="messagingv2",
+                                             topics=[unique_topic("refused")])
+        notifier.info({}, "refused.sent", {"n": 1})
+        assert wait_until(lambda: len(reports()) >= 30, timeout=60), len(reports())
+        elapsed = time.monotonic() - started
+        said = [r.getMessage() for r in caplog.records if r.name == PRODUCER and r.levelno == logging.WARNING]
+    finally:
+        transport.cleanup()
+    assert said and all("Kafka producer for" in line for line in said), said
+    # a line when each interval opens and a count when it closes, intervals doubling from 1 s
+    bound = 2 * (1 + math.floor(math.log2(1 + elapsed)))
+    assert len(said) <= bound, (len(said), bound, said)
+    assert len(said) < len(reports()) / 2, (len(said), len(reports()))
