@@ -336,3 +336,25 @@ def test_only_librdkafka_connection_failures_are_lowered() -> None:
         kc.RDKAFKA_LOG.setLevel(level)
     assert [(r.levelno, r.getMessage()) for r in records] == [
         (logging.DEBUG, "FAIL [c#1] Connect failed"), (logging.WARNING, "CONFWARN [c#1] ignored")]
+
+
+def test_the_cluster_client_names_a_refused_connection_in_its_error_not_in_librdkafka_error_lines(
+        caplog) -> None:
+    # before: every reconnect of the admin client while the cluster was away came out as an
+    # error line of librdkafka's at its next request (67 after 11 s without a broker), beside
+    # the request's own error, which names the same cause
+    from notify_transport.drivers.kafka import ClusterAdmin
+    from notify_transport.exceptions import BrokerUnreachable
+    from notify_transport.testing.brokers import free_port
+
+    admin = ClusterAdmin({"bootstrap.servers": f"127.0.0.1:{free_port()}", "reconnect.backoff.ms": 20,
+                          "reconnect.backoff.max.ms": 50},
+                         timeout=1.5)
+    try:
+        with caplog.at_level(logging.DEBUG, logger="notify_transport"):
+            with pytest.raises(BrokerUnreachable, match="last error: _TRANSPORT: "):
+                admin.existing_topics()
+    finally:
+        admin.close()
+    assert len(_librdkafka_failures(caplog.records)) >= 2
+    assert {r.levelno for r in _librdkafka_failures(caplog.records)} == {logging.DEBUG}

@@ -55,8 +55,9 @@ class _ConnectionFailuresAtDebug(logging.LoggerAdapter):
         super().log(level, msg, *args, **kwargs)
 
 
-#: The ``logger`` of a client whose ``error_cb`` logs connection failures (the producer's,
-#: the listener's): the same logger, without librdkafka's copy of each failure above debug.
+#: The ``logger`` of a client whose ``error_cb`` reports connection failures (the producer's and
+#: the listener's log them, the cluster client's names them in its errors): the same logger,
+#: without librdkafka's copy of each failure above debug.
 RDKAFKA_LOG_BESIDE_ERROR_CB = _ConnectionFailuresAtDebug(RDKAFKA_LOG, {})
 
 

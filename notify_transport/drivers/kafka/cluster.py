@@ -21,7 +21,7 @@ from confluent_kafka import (OFFSET_BEGINNING, OFFSET_END, ConsumerGroupTopicPar
 from confluent_kafka.admin import AdminClient, NewTopic, OffsetSpec
 
 from notify_transport.drivers import threads
-from notify_transport.drivers.kafka.client_properties import RDKAFKA_LOG
+from notify_transport.drivers.kafka.client_properties import RDKAFKA_LOG_BESIDE_ERROR_CB
 from notify_transport.drivers.kafka.partitions import Partition, partitions_in
 from notify_transport.exceptions import AccessDenied, BrokerUnreachable, MessagingException
 
@@ -105,11 +105,13 @@ class ClusterAdmin:
     ``config`` is the librdkafka configuration (from
     :func:`~notify_transport.drivers.kafka.client_properties.admin_config`);
     ``partitions`` and ``replication_factor`` are those of created topics;
-    ``logger`` gets librdkafka's own log lines. Safe to share between threads.
+    ``logger`` gets librdkafka's own log lines; by default its connection failures only at
+    debug, since a request that fails names the client's last error. Safe to share between threads.
     """
 
     def __init__(self, config: dict[str, Any], partitions: int = 1, replication_factor: int = 1,
-                 timeout: float = 10.0, logger: "logging.Logger | logging.LoggerAdapter[Any]" = RDKAFKA_LOG) -> None:
+                 timeout: float = 10.0,
+                 logger: "logging.Logger | logging.LoggerAdapter[Any]" = RDKAFKA_LOG_BESIDE_ERROR_CB) -> None:
         self._config = dict(config)
         self.partitions = partitions
         self.replication_factor = replication_factor
