@@ -10,8 +10,7 @@ from confluent_kafka import KafkaError
 from waits import Clock, wait_until
 
 from notify_transport.drivers.kafka import outage, producer as producer_module
-from notify_transport.drivers.kafka.outage import BrokersBack, parse_stats
-from notify_transport.drivers.reporting import OUTAGE_MAX_INTERVAL, RateLimitedLog
+from notify_transport.drivers.kafka.outage import BrokersBack, ClientWarnings, parse_stats
 
 #: librdkafka's statistics, cut to what is read: each broker's connection state
 DOWN = {"brokers": {"127.0.0.1:9092/bootstrap": {"state": "CONNECT", "nodeid": -1},
@@ -87,8 +86,7 @@ def test_a_producer_counts_the_warnings_it_left_out_once_their_interval_is_over(
     clients = install(monkeypatch, FakeClient)
     producer = NotificationProducer({"bootstrap.servers": "x"}, 1.0, 0.2, "kafka://x")
     clock = Clock(0.0)
-    producer.client._errors_log = RateLimitedLog(producer_module.LOG, clock=clock,
-                                                 max_interval=OUTAGE_MAX_INTERVAL)
+    producer.client._warnings = ClientWarnings("Kafka producer for kafka://x", producer_module.LOG, clock=clock)
     send(producer, "t.info", b"v")
     error_cb = clients[0].config["error_cb"]
     with caplog.at_level(logging.WARNING, logger=producer_module.LOG.name):

@@ -15,8 +15,7 @@ from typing import Callable
 
 from confluent_kafka import KafkaError
 
-from notify_transport.drivers.kafka.outage import BrokersBack
-from notify_transport.drivers.reporting import OUTAGE_MAX_INTERVAL, RateLimitedLog
+from notify_transport.drivers.kafka.outage import ClientWarnings
 from notify_transport.exceptions import MessagingException
 
 LOG = logging.getLogger(__name__)
@@ -37,17 +36,14 @@ def is_permanent(err: KafkaError) -> bool:
     return err.fatal() or err.code() in PERMANENT_ERRORS
 
 
-class ClientErrors:
+class ClientErrors(ClientWarnings):
     """The errors of one consumer: the last one (for a timeout's message) and a permanent one."""
 
     def __init__(self, name: str, clock: Callable[[], float] = time.monotonic) -> None:
-        self.name = name
+        super().__init__(name, LOG, clock)
         self.last: KafkaError | None = None
         #: set from the client's error callback, raised by the next :meth:`raise_if_fatal`
         self.fatal: KafkaError | None = None
-        self._log = RateLimitedLog(LOG, clock=clock, max_interval=OUTAGE_MAX_INTERVAL)
-        #: says when a broker answers again after all were down (fed the client's statistics)
-        self.outage = BrokersBack(name, clock=clock)
 
     def on_error(self, err: KafkaError) -> None:
         """librdkafka's ``error_cb``: runs inside a poll, so it records and never raises."""
@@ -57,7 +53,7 @@ class ClientErrors:
             self.fatal = err
             LOG.error("%s: %s", self.name, err.str())
         else:
-            self._log.log(logging.WARNING, err.code(), "%s: %s", self.name, err.str())
+            self.warn(err)
 
     def raise_if_fatal(self) -> None:
         if self.fatal is not None:
@@ -65,19 +61,9 @@ class ClientErrors:
 
     def on_record(self, err: KafkaError) -> None:
         """An error delivered as a record: raise what is permanent, log the rest."""
-        code = err.code()
-        if code == KafkaError._PARTITION_EOF:
+        if err.code() == KafkaError._PARTITION_EOF:
             return
         self.last = err
         if is_permanent(err):
             raise KafkaListenerError(f"{self.name}: {err.str()}")
-        self._log.log(logging.WARNING, code, "%s: %s", self.name, err.str())
-
-    def summarize_due(self) -> None:
-        """As the listener polls: the count of a kind's repeats, once its interval has passed
-        (an outage's last errors are counted soon after it ends, not at close)."""
-        self._log.summarize_due()
-
-    def summarize(self) -> None:
-        """At close: the repeats that were not logged one by one."""
-        self._log.summarize()
+        self.warn(err)

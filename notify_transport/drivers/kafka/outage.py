@@ -6,6 +6,7 @@ back: the warnings just stop. Its statistics (librdkafka's documented
 ``stats_cb`` JSON, every :data:`STATS_INTERVAL_MS`) give each broker's
 connection state; the first report with a broker ``UP`` after such an error
 ends the outage with one line at info, with how long it lasted.
+:class:`ClientWarnings` pairs that with the client's warnings in between, backed off.
 """
 from __future__ import annotations
 
@@ -15,6 +16,8 @@ import time
 from typing import Any, Callable
 
 from confluent_kafka import KafkaError
+
+from notify_transport.drivers.reporting import OUTAGE_MAX_INTERVAL, RateLimitedLog
 
 LOG = logging.getLogger(__name__)
 
@@ -60,3 +63,27 @@ class BrokersBack:
             self.down_since = None
             LOG.info("%s: connected to a broker again, %.0fs after all brokers went down",
                      self.name, self._clock() - since)
+
+
+class ClientWarnings:
+    """A client's warnings (its ``error_cb``): each cause said at most once a second at first,
+    further apart while it stays (a broker away, a refused login), under ``logger``; the count
+    of an interval's repeats is said once the interval is over, as the owner polls
+    (:meth:`summarize_due`). ``outage`` says when a broker answers again."""
+
+    def __init__(self, name: str, logger: logging.Logger, clock: Callable[[], float] = time.monotonic) -> None:
+        self.name = name
+        self.outage = BrokersBack(name, clock=clock)
+        self._log = RateLimitedLog(logger, clock=clock, max_interval=OUTAGE_MAX_INTERVAL)
+
+    def warn(self, err: KafkaError) -> None:
+        """One error the client retries by itself, keyed by its code."""
+        self._log.log(logging.WARNING, err.code(), "%s: %s", self.name, err.str())
+
+    def summarize_due(self) -> None:
+        """The count of a cause's repeats, once its interval is over (called at each poll)."""
+        self._log.summarize_due()
+
+    def summarize(self) -> None:
+        """At close: the repeats not yet counted."""
+        self._log.summarize()

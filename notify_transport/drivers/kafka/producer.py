@@ -22,9 +22,9 @@ from confluent_kafka import KafkaError, KafkaException
 from notify_transport.drivers import threads
 from notify_transport.drivers.base import NotificationSender
 from notify_transport.drivers.kafka.client_properties import RDKAFKA_LOG_BESIDE_ERROR_CB
-from notify_transport.drivers.kafka.outage import STATS_INTERVAL_MS, BrokersBack, parse_stats
+from notify_transport.drivers.kafka.outage import STATS_INTERVAL_MS, ClientWarnings, parse_stats
 from notify_transport.drivers.counter import Counter
-from notify_transport.drivers.reporting import OUTAGE_MAX_INTERVAL, RateLimitedLog
+from notify_transport.drivers.reporting import RateLimitedLog
 from notify_transport.exceptions import MessageDeliveryFailure
 from notify_transport.secrets import mask_properties
 
@@ -248,12 +248,8 @@ class KafkaProducer:
         self._old: list[_Client] = []
         #: set by close(): purged messages are failed, not sent again
         self.closing = False
-        #: says when a broker answers again after all were down
-        self._outage = BrokersBack(f"Kafka producer for {name}")
-        #: the client's warnings (error_cb), per cause: one a second at first, further apart
-        #: while the cause stays (a broker away, a refused login); the count of the last
-        #: interval is said once it is over
-        self._errors_log = RateLimitedLog(LOG, max_interval=OUTAGE_MAX_INTERVAL)
+        #: the client's warnings, backed off per cause, and the end of an outage
+        self._warnings = ClientWarnings(f"Kafka producer for {name}", LOG)
 
     def __repr__(self) -> str:
         return f"<KafkaProducer {self.name}>"
@@ -280,7 +276,7 @@ class KafkaProducer:
             # are parsed only while an outage lasts
             idempotent = str(config.get("enable.idempotence", "")).lower() in ("true", "1")
             config["stats_cb"] = (functools.partial(self._on_stats, handle) if idempotent
-                                  else self._outage.on_stats_json)
+                                  else self._warnings.outage.on_stats_json)
         LOG.debug("Creating Kafka producer for %s: %s", self.name, mask_properties(self._config))
         try:
             handle.client = confluent_kafka.Producer(config)
@@ -301,7 +297,7 @@ class KafkaProducer:
         while not handle.stop.is_set():
             try:
                 client.poll(_REPORT_POLL_INTERVAL)
-                self._errors_log.summarize_due()
+                self._warnings.summarize_due()
                 if self._on_idle is not None:
                     self._on_idle()
             except RuntimeError:  # closed under us
@@ -433,20 +429,19 @@ class KafkaProducer:
         return None
 
     def _on_error(self, handle: _Client, err: KafkaError) -> None:
-        self._outage.on_error(err)
+        self._warnings.outage.on_error(err)
         if err.fatal():
             # the thread that polled retires the client once its poll returns
             self._condemn(handle, err)
-        else:  # librdkafka retries: said again only as the backed-off log allows
-            self._errors_log.log(logging.WARNING, err.code(), "Kafka producer for %s: %s",
-                                 self.name, err.str())
+        else:  # librdkafka retries: said again only as the back-off allows
+            self._warnings.warn(err)
 
     def _on_stats(self, handle: _Client, stats_json: str) -> None:
         """The idempotent producer's statistics: say the end of an outage
         (:class:`~.outage.BrokersBack`), and replace a client that keeps bumping its epoch
         (:meth:`_Client.epoch_storm`)."""
         stats = parse_stats(stats_json)
-        self._outage.on_stats(stats)
+        self._warnings.outage.on_stats(stats)
         storm = handle.epoch_storm(stats)
         if storm is not None:
             self._condemn(handle, storm)
@@ -528,7 +523,7 @@ class KafkaProducer:
         client = handle.client if handle is not None else None
         if handle is not None and client is not None:
             self._serve_on(handle, client.poll, timeout)
-        self._errors_log.summarize_due()
+        self._warnings.summarize_due()
         if self._old:
             self._retire_condemned()
 
@@ -594,6 +589,7 @@ class KafkaProducer:
                               "and are lost", left, self.unit, self.name, timeout)
                 self._retire(handle)
             self._retire_condemned()
+            self._warnings.summarize()
         finally:
             self.closing = False
         return left
