@@ -48,7 +48,6 @@ class ClientErrors(ClientWarnings):
     def on_error(self, err: KafkaError) -> None:
         """librdkafka's ``error_cb``: runs inside a poll, so it records and never raises."""
         self.last = err
-        self.outage.on_error(err)
         if is_permanent(err):
             self.fatal = err
             LOG.error("%s: %s", self.name, err.str())

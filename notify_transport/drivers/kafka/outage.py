@@ -77,7 +77,9 @@ class ClientWarnings:
         self._log = RateLimitedLog(logger, clock=clock, max_interval=OUTAGE_MAX_INTERVAL)
 
     def warn(self, err: KafkaError) -> None:
-        """One error the client retries by itself, keyed by its code."""
+        """One error the client retries by itself, keyed by its code (an all-brokers-down one
+        also starts the outage's clock)."""
+        self.outage.on_error(err)
         self._log.log(logging.WARNING, err.code(), "%s: %s", self.name, err.str())
 
     def summarize_due(self) -> None:

@@ -429,7 +429,6 @@ class KafkaProducer:
         return None
 
     def _on_error(self, handle: _Client, err: KafkaError) -> None:
-        self._warnings.outage.on_error(err)
         if err.fatal():
             # the thread that polled retires the client once its poll returns
             self._condemn(handle, err)
