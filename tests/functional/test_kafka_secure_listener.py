@@ -18,6 +18,8 @@ from confluent_kafka import KafkaError
 
 import notify_transport
 from notify_transport import Target
+from notify_transport.drivers.kafka import producer as producer_module
+from notify_transport.drivers.kafka.client_properties import RDKAFKA_LOG
 from endpoints import IdRecorder
 from kafka_fixtures import listener_start_error
 from session_brokers import SECURE_PASSWORD, SECURE_USER
@@ -26,8 +28,8 @@ from waits import wait_until
 pytestmark = [pytest.mark.functional]
 
 #: librdkafka's own lines, and the producer's.
-RDKAFKA = "notify_transport.drivers.kafka.librdkafka"
-PRODUCER = "notify_transport.drivers.kafka.producer"
+RDKAFKA = RDKAFKA_LOG.name
+PRODUCER = producer_module.LOG.name
 
 
 def test_notifications_travel_over_sasl_and_tls(apache_kafka, kafka_conf, unique_topic):
